@@ -1,0 +1,68 @@
+// Activations as a per-op list of the tensors each op saves for its backward
+// (shape, dtype, how tensor/sequence parallelism shards it). Korthikanti et al.
+// 2022 ("Reducing Activation Recomputation in Large Transformer Models", §4)
+// count exactly these tensors for a GPT block; listing them per op lets SwiGLU,
+// GQA, RMSNorm, no-dropout and flash attention come out right too.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "costmodel/layout.hpp"
+#include "costmodel/model.hpp"
+
+namespace paraplan {
+
+enum class Shard {
+  kNone,  // replicated on every tp rank
+  kTp,    // split over tp (heads or ffn columns)
+  kSp,    // split over tp along the sequence only with sequence parallelism
+};
+
+enum class ElemKind { kAct, kMask, kFp32 };  // activation dtype, 1-byte mask, fp32
+
+struct SavedTensor {
+  const char* op;
+  const char* tensor;
+  std::int64_t width;      // elements per token (s·b·width)
+  std::int64_t quad_heads; // plus s·b·heads·s elements for score-shaped tensors
+  ElemKind kind;
+  Shard shard;
+  bool core_attention;     // dropped by selective recompute (re-run from Q, K, V)
+};
+
+struct TensorList {
+  std::array<SavedTensor, 24> items{};
+  int size = 0;
+  void add(const SavedTensor& t) { items[size++] = t; }
+  const SavedTensor* begin() const { return items.data(); }
+  const SavedTensor* end() const { return items.data() + size; }
+};
+
+struct ActShape {
+  std::int64_t s, b;  // sequence length, micro-batch size
+  int tp;
+  bool sp;
+  int act_bytes;      // bytes of the activation dtype
+};
+
+// Bytes of one saved tensor for one micro-batch on one tp rank.
+std::int64_t tensor_bytes(const SavedTensor& t, const ActShape& a);
+
+// What one transformer layer saves with no recomputation.
+TensorList layer_saved_tensors(const Model& m, bool flash_attention);
+// What the first stage saves for the embedding, and the last for the final
+// norm, output layer and cross-entropy.
+TensorList embedding_saved_tensors(const Model& m);
+TensorList output_saved_tensors(const Model& m);
+
+// Bytes one layer keeps for backward per micro-batch under a recompute mode:
+// none keeps all; selective drops the attention core's tensors (Korthikanti
+// §5.1); full keeps only the layer input (Chen et al. 2016).
+std::int64_t layer_activation_bytes(const Model& m, bool flash, Recompute r, const ActShape& a);
+
+// Largest tensor a layer's backward holds besides the saved ones: the gradient
+// flowing in and the one flowing out of the widest op.
+std::int64_t layer_grad_working_bytes(const Model& m, bool flash, const ActShape& a);
+
+}  // namespace paraplan

@@ -1,0 +1,123 @@
+#include "costmodel/layout.hpp"
+
+#include <charconv>
+
+namespace paraplan {
+
+const char* recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::kNone: return "none";
+    case Recompute::kSelective: return "selective";
+    case Recompute::kFull: return "full";
+  }
+  return "?";
+}
+
+const char* schedule_name(Schedule s) { return s == Schedule::k1F1B ? "1f1b" : "gpipe"; }
+
+bool parse_recompute(std::string_view t, Recompute* out) {
+  if (t == "none") *out = Recompute::kNone;
+  else if (t == "selective") *out = Recompute::kSelective;
+  else if (t == "full") *out = Recompute::kFull;
+  else return false;
+  return true;
+}
+
+bool parse_schedule(std::string_view t, Schedule* out, bool* interleaved) {
+  *interleaved = false;
+  if (t == "1f1b") *out = Schedule::k1F1B;
+  else if (t == "gpipe") *out = Schedule::kGPipe;
+  else if (t == "interleaved") { *out = Schedule::k1F1B; *interleaved = true; }
+  else return false;
+  return true;
+}
+
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+int parse_positive(std::string_view key, std::string_view v, int min_value) {
+  int x = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec != std::errc() || p != v.data() + v.size())
+    throw LayoutError(std::string(key), "expected an integer, got '" + std::string(v) + "'");
+  if (x < min_value)
+    throw LayoutError(std::string(key), "expected an integer >= " + std::to_string(min_value) +
+                                            ", got " + std::string(v));
+  return x;
+}
+
+}  // namespace
+
+void parse_layout_into(std::string_view text, Layout* out, LayoutFields* set) {
+  LayoutFields local;
+  if (!set) set = &local;
+  bool want_interleaved = false;
+  text = trim(text);
+  if (text.empty()) throw LayoutError("layout", "empty layout; expected e.g. 'tp=8,pp=4,mbs=1'");
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    std::string_view item = trim(text.substr(0, comma));
+    text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    if (eq == std::string_view::npos)
+      throw LayoutError(std::string(item), "expected key=value, got '" + std::string(item) + "'");
+    const std::string_view key = trim(item.substr(0, eq)), val = trim(item.substr(eq + 1));
+    if (key == "dp") { out->dp = parse_positive(key, val, 1); set->dp = true; }
+    else if (key == "tp") { out->tp = parse_positive(key, val, 1); set->tp = true; }
+    else if (key == "pp") { out->pp = parse_positive(key, val, 1); set->pp = true; }
+    else if (key == "vpp") { out->vpp = parse_positive(key, val, 1); set->vpp = true; }
+    else if (key == "mbs") { out->mbs = parse_positive(key, val, 1); set->mbs = true; }
+    else if (key == "sp") {
+      if (val == "1" || val == "true") out->sp = true;
+      else if (val == "0" || val == "false") out->sp = false;
+      else throw LayoutError("sp", "expected 0 or 1, got '" + std::string(val) + "'");
+      set->sp = true;
+    } else if (key == "zero") {
+      const int z = parse_positive(key, val, 0);
+      if (z > 3) throw LayoutError("zero", "expected a ZeRO stage 0-3, got " + std::string(val));
+      out->zero = z;
+      set->zero = true;
+    } else if (key == "recompute") {
+      if (!parse_recompute(val, &out->recompute))
+        throw LayoutError("recompute",
+                          "expected none, selective or full, got '" + std::string(val) + "'");
+      set->recompute = true;
+    } else if (key == "schedule") {
+      if (!parse_schedule(val, &out->schedule, &want_interleaved))
+        throw LayoutError("schedule",
+                          "expected 1f1b, interleaved or gpipe, got '" + std::string(val) + "'");
+      set->schedule = true;
+    } else {
+      throw LayoutError(std::string(key),
+                        "unknown layout field '" + std::string(key) +
+                            "'; known: dp, tp, pp, vpp, sp, zero, recompute, mbs, schedule");
+    }
+  }
+  if (want_interleaved && out->vpp < 2)
+    throw LayoutError("schedule", "schedule=interleaved needs vpp > 1");
+}
+
+Layout parse_layout(std::string_view text) {
+  Layout l;
+  parse_layout_into(text, &l);
+  return l;
+}
+
+std::string to_string(const Layout& l) {
+  std::string s;
+  s.reserve(96);
+  s += "dp=" + std::to_string(l.dp) + ",tp=" + std::to_string(l.tp) +
+       ",pp=" + std::to_string(l.pp) + ",vpp=" + std::to_string(l.vpp) +
+       ",sp=" + (l.sp ? "1" : "0") + ",zero=" + std::to_string(l.zero) +
+       ",recompute=" + recompute_name(l.recompute) + ",mbs=" + std::to_string(l.mbs) +
+       ",schedule=" + schedule_name(l.schedule);
+  return s;
+}
+
+}  // namespace paraplan

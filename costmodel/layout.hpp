@@ -1,0 +1,61 @@
+// A parallel layout and its one canonical text form:
+//   dp=8,tp=8,pp=4,vpp=2,sp=1,zero=1,recompute=selective,mbs=1,schedule=1f1b
+// Interleaving is 1F1B with vpp > 1 (as in Megatron-LM); `schedule=interleaved`
+// is accepted on input and printed as `1f1b` with its vpp.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace paraplan {
+
+enum class Recompute { kNone, kSelective, kFull };
+enum class Schedule { k1F1B, kGPipe };
+
+struct Layout {
+  int dp = 0;  // 0 = derive from the GPU count
+  int tp = 1;
+  int pp = 1;
+  int vpp = 1;  // virtual stages (model chunks) per pipeline rank
+  bool sp = false;
+  int zero = 0;
+  Recompute recompute = Recompute::kNone;
+  int mbs = 1;
+  Schedule schedule = Schedule::k1F1B;
+
+  int gpus() const { return dp * tp * pp; }
+  bool interleaved() const { return schedule == Schedule::k1F1B && vpp > 1; }
+  bool operator==(const Layout&) const = default;
+};
+
+// A field that could not be parsed: `field` names it, `what()` says what was expected.
+class LayoutError : public std::runtime_error {
+ public:
+  LayoutError(std::string field, const std::string& msg)
+      : std::runtime_error(msg), field_(std::move(field)) {}
+  const std::string& field() const { return field_; }
+
+ private:
+  std::string field_;
+};
+
+const char* recompute_name(Recompute r);
+const char* schedule_name(Schedule s);
+bool parse_recompute(std::string_view text, Recompute* out);
+bool parse_schedule(std::string_view text, Schedule* out, bool* interleaved);
+
+// Which fields a parse set explicitly, so that several sources (a layout string,
+// Megatron arguments, a DeepSpeed config) can be merged and checked for conflicts.
+struct LayoutFields {
+  bool dp = false, tp = false, pp = false, vpp = false, sp = false, zero = false,
+       recompute = false, mbs = false, schedule = false;
+};
+
+// Parses the canonical form; unnamed fields keep the values already in *out.
+// Throws LayoutError naming the field.
+void parse_layout_into(std::string_view text, Layout* out, LayoutFields* set = nullptr);
+Layout parse_layout(std::string_view text);
+std::string to_string(const Layout& l);
+
+}  // namespace paraplan

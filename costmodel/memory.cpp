@@ -1,0 +1,277 @@
+#include "costmodel/memory.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "costmodel/activations.hpp"
+#include "costmodel/schedule.hpp"
+
+namespace paraplan {
+
+const char* category_name(Category c) {
+  switch (c) {
+    case Category::kWeights: return "weights";
+    case Category::kGradients: return "gradients";
+    case Category::kOptimizer: return "optimizer";
+    case Category::kActivations: return "activations";
+    case Category::kTransient: return "transient";
+    case Category::kComm: return "comm";
+    case Category::kRuntime: return "runtime";
+    case Category::kFragmentation: return "fragmentation";
+  }
+  return "?";
+}
+
+std::int64_t gpu_memory_bytes(const Cluster& c) {
+  return std::int64_t(std::llround(c.gpu.memory_gib * kGiB));
+}
+
+std::int64_t usable_memory_bytes(const Spec& s) {
+  const std::int64_t gpu = gpu_memory_bytes(s.cluster);
+  return gpu - std::int64_t(std::llround(s.memory_headroom * double(gpu)));
+}
+
+namespace {
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// Vocabulary rows per tp rank: padded up to a multiple of tp.
+std::int64_t vocab_per_rank(const Model& m, int tp) { return ceil_div(m.vocab_size, tp); }
+
+std::string human(std::int64_t bytes) {
+  const double b = double(bytes);
+  if (b >= kGiB) return fmt::format("{:.2f} GiB", b / kGiB);
+  if (b >= 1024.0 * 1024.0) return fmt::format("{:.1f} MiB", b / (1024.0 * 1024.0));
+  if (b >= 1024.0) return fmt::format("{:.1f} KiB", b / 1024.0);
+  return fmt::format("{} B", bytes);
+}
+
+// 4370000000 -> "4.37e9"
+std::string count(std::int64_t n) {
+  if (n < 1'000'000) return fmt::format("{}", n);
+  int e = 0;
+  double x = double(n);
+  while (x >= 10.0) x /= 10.0, ++e;
+  return fmt::format("{:.2f}e{}", x, e);
+}
+
+// Fast sink: bytes only; the formula callback is never called.
+struct BreakdownSink {
+  MemoryBreakdown m;
+  template <class F>
+  void add(Category c, const char*, std::int64_t bytes, F&&) { m[c] += bytes; }
+};
+
+// Explain sink: keeps every term with its formula.
+struct TermSink {
+  std::vector<Term> terms;
+  template <class F>
+  void add(Category c, const char* name, std::int64_t bytes, F&& formula) {
+    terms.push_back(Term{c, name, formula(), bytes});
+  }
+};
+
+// Every memory term of one rank of `stage`, each computed once, here.
+template <class Sink>
+void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
+  const Model& m = s.model;
+  const Training& t = s.training;
+  const StageParams sp = stage_params(m, l, stage);
+  const std::int64_t psi = sp.total();
+  const int wbytes = dtype_bytes(t.precision), gbytes = dtype_bytes(t.grad_dtype);
+  const double k = t.optimizer_state_bytes;
+  const int dp = l.dp;
+  const bool first = stage == 0, last = stage == l.pp - 1;
+
+  // Model state (Rajbhandari et al. 2020 §5: (2 + 2 + K)Ψ split by stage).
+  const ModelState ms = model_state_bytes(psi, l.zero, dp, wbytes, gbytes, k);
+  const auto sharded = [&](double per, bool split) {
+    return split ? fmt::format("{:g} B x {} params / dp {}", per, count(psi), dp)
+                 : fmt::format("{:g} B x {} params", per, count(psi));
+  };
+  out.add(Category::kWeights, l.zero >= 3 ? "parameters (ZeRO-3 shard)" : "parameters", ms.weights,
+          [&] { return sharded(wbytes, l.zero >= 3); });
+  out.add(Category::kGradients, l.zero >= 2 ? "gradients (ZeRO-2 shard)" : "gradients",
+          ms.gradients, [&] { return sharded(gbytes, l.zero >= 2); });
+  out.add(Category::kOptimizer, t.optimizer == OptimizerKind::kAdam ? "Adam state" : "SGD state",
+          ms.optimizer, [&] { return sharded(k, l.zero >= 1); });
+
+  // Activations saved for backward, times the micro-batches in flight.
+  const ActShape a{t.seq_length, l.mbs, l.tp, l.sp, dtype_bytes(t.precision)};
+  const int micro = num_microbatches(s, l);
+  const int in_flight = in_flight_chunks(l, micro, stage);
+  const std::int64_t per_layer = layer_activation_bytes(m, t.flash_attention, l.recompute, a);
+  const std::int64_t layers_per_chunk = m.num_layers / (l.pp * l.vpp);
+  out.add(Category::kActivations, "transformer layers", in_flight * layers_per_chunk * per_layer,
+          [&] {
+            const char* unit = l.vpp > 1 ? "chunk forwards" : "micro-batches";
+            return fmt::format("{} {} in flight ({} schedule) x {} layers x {} per layer ({} recompute)",
+                               in_flight, unit,
+                               l.schedule == Schedule::kGPipe ? "GPipe"
+                               : l.vpp > 1                    ? "interleaved 1F1B"
+                                                              : "1F1B",
+                               layers_per_chunk, human(per_layer), recompute_name(l.recompute));
+          });
+  if (first) {
+    const int n0 = in_flight_of_chunk(l, micro, stage, 0);
+    std::int64_t emb = 0;
+    for (const SavedTensor& x : embedding_saved_tensors(m)) emb += tensor_bytes(x, a);
+    if (emb > 0)
+      out.add(Category::kActivations, "embedding dropout masks", n0 * emb,
+              [&] { return fmt::format("{} in flight x {}", n0, human(emb)); });
+  }
+  const std::int64_t vocab = vocab_per_rank(m, l.tp);
+  if (last) {
+    const int nl = in_flight_of_chunk(l, micro, stage, l.vpp - 1);
+    std::int64_t head = 0;
+    for (const SavedTensor& x : output_saved_tensors(m)) head += tensor_bytes(x, a);
+    const std::int64_t softmax = a.s * a.b * vocab * 4;  // fp32 softmax of the logit shard
+    out.add(Category::kActivations, "final norm + output layer inputs", nl * head,
+            [&] { return fmt::format("{} in flight x {}", nl, human(head)); });
+    out.add(Category::kActivations, "cross-entropy fp32 softmax", nl * softmax, [&] {
+      return fmt::format("{} in flight x 4 B x s {} x b {} x vocab/tp {}", nl, a.s, a.b, vocab);
+    });
+  }
+
+  // Transient: the larger of one layer's backward working set and the logits.
+  const std::int64_t recompute_ws =
+      l.recompute == Recompute::kNone
+          ? 0
+          : layer_activation_bytes(m, t.flash_attention, Recompute::kNone, a) -
+                (l.recompute == Recompute::kSelective ? per_layer : 0);
+  const std::int64_t grad_ws = layer_grad_working_bytes(m, t.flash_attention, a);
+  const std::int64_t logits = last ? a.s * a.b * vocab * a.act_bytes : 0;
+  if (logits > recompute_ws + grad_ws)
+    out.add(Category::kTransient, "logits", logits, [&] {
+      return fmt::format("{} B x s {} x b {} x vocab/tp {} (before the fp32 cast)", a.act_bytes,
+                         a.s, a.b, vocab);
+    });
+  else
+    out.add(Category::kTransient, "layer backward working set", recompute_ws + grad_ws, [&] {
+      return fmt::format("recomputed {} + 2 gradient buffers {}", human(recompute_ws),
+                         human(grad_ws));
+    });
+
+  // Communication buffers.
+  if (l.zero >= 3) {
+    std::int64_t biggest = sp.layer;
+    if (first) biggest = std::max(biggest, sp.embedding);
+    if (last) biggest = std::max(biggest, sp.output);
+    out.add(Category::kComm, "ZeRO-3 gathered parameters", 2 * biggest * wbytes, [&] {
+      return fmt::format("2 (current + prefetch) x {} params x {} B", count(biggest), wbytes);
+    });
+  }
+  if (l.zero >= 2 && dp > 1) {
+    const std::int64_t bucket = std::min(t.grad_bucket_params, psi);
+    out.add(Category::kComm, "gradient reduce-scatter bucket", bucket * gbytes, [&] {
+      return fmt::format("min(bucket {}, {}) params x {} B", count(t.grad_bucket_params),
+                         count(psi), gbytes);
+    });
+  }
+  if (l.sp) {
+    const std::int64_t gather = a.s * a.b * m.hidden_size * a.act_bytes;
+    out.add(Category::kComm, "sequence-parallel all-gather buffer", gather, [&] {
+      return fmt::format("{} B x s {} x b {} x h {}", a.act_bytes, a.s, a.b, m.hidden_size);
+    });
+  }
+  if (l.pp > 1) {
+    const std::int64_t msg = a.s * a.b * m.hidden_size * a.act_bytes / (l.sp ? l.tp : 1);
+    out.add(Category::kComm, "pipeline send/recv buffers", 2 * msg, [&] {
+      return fmt::format("2 x {} B x s {} x b {} x h {}{}", a.act_bytes, a.s, a.b, m.hidden_size,
+                         l.sp ? fmt::format(" / tp {}", l.tp) : "");
+    });
+  }
+}
+
+}  // namespace
+
+ModelState model_state_bytes(std::int64_t psi, int zero, int dp, int wb, int gb, double k) {
+  const std::int64_t shard = ceil_div(psi, dp);
+  return ModelState{wb * (zero >= 3 ? shard : psi), gb * (zero >= 2 ? shard : psi),
+                    std::int64_t(std::llround(k * double(zero >= 1 ? shard : psi)))};
+}
+
+StageParams stage_params(const Model& m, const Layout& l, int stage) {
+  const std::int64_t h = m.hidden_size, q = m.q_width(), kv = m.kv_width(), t = l.tp;
+  const std::int64_t fin = m.ffn_in_width(), f = m.ffn_hidden_size;
+  const std::int64_t norm = m.normalization == Normalization::kRmsNorm ? h : 2 * h;
+  StageParams p;
+  p.layers = m.num_layers / l.pp;
+  // Column-parallel QKV and fc1, row-parallel out-proj and fc2 (Shoeybi et al.
+  // 2019); row-parallel biases and norms are replicated.
+  p.layer = (h * (q + 2 * kv) + q * h + h * fin + f * h) / t + 2 * norm;
+  if (m.has_qkv_bias()) p.layer += (q + 2 * kv) / t;
+  if (m.bias) p.layer += h + fin / t + h;
+  const std::int64_t vocab_rows = vocab_per_rank(m, l.tp);
+  if (stage == 0) {
+    p.embedding = vocab_rows * h;
+    if (m.position_embedding == PositionEmbedding::kLearned) p.embedding += m.max_position_embeddings * h;
+  }
+  if (stage == l.pp - 1) {
+    p.final_norm = norm;
+    // Untied: own output matrix. Tied with pp > 1: the last stage keeps a copy
+    // of the word embedding, kept in sync by an all-reduce (Megatron-LM).
+    if (!m.tie_embeddings || l.pp > 1) p.output = vocab_rows * h;
+  }
+  return p;
+}
+
+MemoryBreakdown stage_memory(const Spec& s, const Layout& l, int stage) {
+  BreakdownSink sink;
+  stage_memory_terms(s, l, stage, sink);
+  MemoryBreakdown& m = sink.m;
+  const std::int64_t tensors = m.total();
+  m[Category::kRuntime] = std::int64_t(std::llround(s.cluster.runtime_overhead_gib * kGiB));
+  m[Category::kFragmentation] = std::int64_t(std::llround(s.cluster.fragmentation * double(tensors)));
+  return m;
+}
+
+std::vector<Term> stage_terms(const Spec& s, const Layout& l, int stage) {
+  TermSink sink;
+  stage_memory_terms(s, l, stage, sink);
+  std::int64_t tensors = 0;
+  for (const Term& t : sink.terms) tensors += t.bytes;
+  const std::int64_t rt = std::int64_t(std::llround(s.cluster.runtime_overhead_gib * kGiB));
+  sink.terms.push_back(Term{Category::kRuntime, "CUDA context, cuBLAS, NCCL",
+                            fmt::format("runtime_overhead_gib {:g} GiB (cluster spec)",
+                                        s.cluster.runtime_overhead_gib),
+                            rt});
+  const std::int64_t frag = std::int64_t(std::llround(s.cluster.fragmentation * double(tensors)));
+  sink.terms.push_back(Term{Category::kFragmentation, "allocator slack",
+                            fmt::format("fragmentation {:g} x tensors {}", s.cluster.fragmentation,
+                                        human(tensors)),
+                            frag});
+  return sink.terms;
+}
+
+PeakMemory peak_memory(const Spec& s, const Layout& l) {
+  PeakMemory p{0, -1};
+  for (int i = 0; i < l.pp; ++i) {
+    const std::int64_t b = stage_memory(s, l, i).total();
+    if (b > p.bytes) p = {i, b};
+  }
+  return p;
+}
+
+MemoryEstimate estimate_memory(const Spec& s, const Layout& l) {
+  MemoryEstimate e;
+  e.stages.reserve(l.pp);
+  for (int i = 0; i < l.pp; ++i) {
+    e.stages.push_back(stage_memory(s, l, i));
+    if (e.stages[i].total() > e.stages[e.heaviest_stage].total()) e.heaviest_stage = i;
+  }
+  e.heaviest_rank = e.heaviest_stage * l.dp * l.tp;
+  e.gpu_bytes = gpu_memory_bytes(s.cluster);
+  e.usable_bytes = usable_memory_bytes(s);
+  e.headroom_bytes = e.gpu_bytes - e.usable_bytes;
+  e.peak_bytes = e.heaviest().total();
+  e.margin_bytes = e.usable_bytes - e.peak_bytes;
+  e.fits = e.margin_bytes >= 0;
+  e.params_total = total_params(s.model);
+  e.params_per_rank = stage_params(s.model, l, e.heaviest_stage).total();
+  return e;
+}
+
+}  // namespace paraplan

@@ -1,0 +1,100 @@
+// Per-GPU memory of a layout, per pipeline stage, in named categories. The
+// validator measures the same categories, so a comparison is term by term.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "costmodel/spec.hpp"
+
+namespace paraplan {
+
+enum class Category {
+  kWeights,
+  kGradients,
+  kOptimizer,
+  kActivations,
+  kTransient,
+  kComm,
+  kRuntime,
+  kFragmentation,
+};
+inline constexpr int kNumCategories = 8;
+const char* category_name(Category c);
+
+struct MemoryBreakdown {
+  std::array<std::int64_t, kNumCategories> bytes{};
+  std::int64_t& operator[](Category c) { return bytes[int(c)]; }
+  std::int64_t operator[](Category c) const { return bytes[int(c)]; }
+  std::int64_t total() const {
+    std::int64_t t = 0;
+    for (auto b : bytes) t += b;
+    return t;
+  }
+};
+
+// Parameters one rank of a stage holds (tp-sharded, before ZeRO).
+struct StageParams {
+  std::int64_t layers = 0;         // transformer layers on this pipeline rank
+  std::int64_t layer = 0;          // one layer's parameters on one tp rank
+  std::int64_t embedding = 0;      // token (+ position) embedding, stage 0
+  std::int64_t output = 0;         // output layer (or tied copy) on the last stage
+  std::int64_t final_norm = 0;
+  std::int64_t total() const { return layers * layer + embedding + output + final_norm; }
+};
+StageParams stage_params(const Model& m, const Layout& l, int stage);
+
+// Model state of Ψ parameters on one data-parallel rank under a ZeRO stage
+// (Rajbhandari et al. 2020, §5.1: (2 + 2 + K)Ψ, with 1: optimizer / N_d,
+// 2: + gradients / N_d, 3: + parameters / N_d). Shards round up.
+struct ModelState {
+  std::int64_t weights, gradients, optimizer;
+  std::int64_t total() const { return weights + gradients + optimizer; }
+};
+ModelState model_state_bytes(std::int64_t psi, int zero, int dp, int weight_bytes, int grad_bytes,
+                             double optimizer_bytes);
+
+// One line of `explain --formulas`.
+struct Term {
+  Category category;
+  std::string name;     // e.g. "Adam state"
+  std::string formula;  // with the numbers put in
+  std::int64_t bytes;
+};
+
+// Memory of one rank of `stage`. The layout must be resolved (resolve_layout).
+MemoryBreakdown stage_memory(const Spec& spec, const Layout& layout, int stage);
+// The same, term by term with formulas (allocates; for `explain`).
+std::vector<Term> stage_terms(const Spec& spec, const Layout& layout, int stage);
+
+struct MemoryEstimate {
+  std::vector<MemoryBreakdown> stages;
+  int heaviest_stage = 0;
+  int heaviest_rank = 0;  // global rank: tp innermost, then dp, then pp
+  std::int64_t gpu_bytes = 0;
+  std::int64_t headroom_bytes = 0;  // kept free: memory_headroom × GPU memory
+  std::int64_t usable_bytes = 0;    // gpu − headroom
+  std::int64_t peak_bytes = 0;      // heaviest stage's total
+  std::int64_t margin_bytes = 0;    // usable − peak (negative: does not fit)
+  bool fits = false;
+  std::int64_t params_total = 0;
+  std::int64_t params_per_rank = 0;  // heaviest stage, before ZeRO sharding
+  const MemoryBreakdown& heaviest() const { return stages[heaviest_stage]; }
+};
+MemoryEstimate estimate_memory(const Spec& spec, const Layout& layout);
+
+// Allocation-free peak for the search: heaviest stage and its total.
+struct PeakMemory {
+  int stage = 0;
+  std::int64_t bytes = 0;
+};
+PeakMemory peak_memory(const Spec& spec, const Layout& layout);
+
+std::int64_t gpu_memory_bytes(const Cluster& c);
+std::int64_t usable_memory_bytes(const Spec& s);
+
+inline constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+}  // namespace paraplan

@@ -1,0 +1,63 @@
+#include "costmodel/model.hpp"
+
+namespace paraplan {
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::kBf16: return "bf16";
+    case DType::kFp16: return "fp16";
+    case DType::kFp32: return "fp32";
+  }
+  return "?";
+}
+const char* activation_name(Activation a) { return a == Activation::kGelu ? "gelu" : "swiglu"; }
+const char* normalization_name(Normalization n) {
+  return n == Normalization::kLayerNorm ? "layernorm" : "rmsnorm";
+}
+const char* position_embedding_name(PositionEmbedding p) {
+  return p == PositionEmbedding::kRope ? "rope" : "learned";
+}
+const char* optimizer_name(OptimizerKind o) { return o == OptimizerKind::kAdam ? "adam" : "sgd"; }
+
+double default_optimizer_state_bytes(OptimizerKind o, DType precision) {
+  const double master = precision == DType::kFp32 ? 0 : 4;  // fp32 master copy of 16-bit weights
+  return o == OptimizerKind::kAdam ? master + 8 : master + 4;  // Adam m+v; SGD momentum
+}
+
+namespace {
+std::int64_t norm_params(const Model& m) {
+  // RMSNorm has a scale; LayerNorm a scale and a bias.
+  return (m.normalization == Normalization::kRmsNorm ? 1 : 2) * std::int64_t(m.hidden_size);
+}
+}  // namespace
+
+std::int64_t layer_params(const Model& m) {
+  const std::int64_t h = m.hidden_size, q = m.q_width(), kv = m.kv_width();
+  std::int64_t attn = h * q + 2 * h * kv + q * h;  // FACTS: d·H·hd + 2·d·KV·hd + H·hd·d
+  if (m.has_qkv_bias()) attn += q + 2 * kv;
+  if (m.bias) attn += h;
+  const std::int64_t fin = m.ffn_in_width(), f = m.ffn_hidden_size;
+  std::int64_t mlp = h * fin + f * h;  // 3·d·ffn gated, 2·d·ffn otherwise
+  if (m.bias) mlp += fin + h;
+  return attn + mlp + 2 * norm_params(m);
+}
+
+std::int64_t embedding_params(const Model& m) {
+  std::int64_t e = std::int64_t(m.vocab_size) * m.hidden_size;
+  if (m.position_embedding == PositionEmbedding::kLearned)
+    e += std::int64_t(m.max_position_embeddings) * m.hidden_size;
+  return e;
+}
+
+std::int64_t output_params(const Model& m) {
+  return m.tie_embeddings ? 0 : std::int64_t(m.vocab_size) * m.hidden_size;
+}
+
+std::int64_t final_norm_params(const Model& m) { return norm_params(m); }
+
+std::int64_t total_params(const Model& m) {
+  return m.num_layers * layer_params(m) + embedding_params(m) + output_params(m) +
+         final_norm_params(m);
+}
+
+}  // namespace paraplan

@@ -1,0 +1,104 @@
+// The world model: a decoder-only transformer, the cluster it runs on and the
+// training set-up. Plain structs, validated once at load time (planner/spec_*).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace paraplan {
+
+enum class Activation { kGelu, kSwiglu };
+enum class Normalization { kLayerNorm, kRmsNorm };
+enum class PositionEmbedding { kRope, kLearned };
+enum class DType { kBf16, kFp16, kFp32 };
+enum class OptimizerKind { kAdam, kSgd };
+
+struct Model {
+  std::string name;
+  std::string source;
+  int num_layers = 0;
+  int hidden_size = 0;
+  int num_attention_heads = 0;
+  int num_kv_heads = 0;  // == num_attention_heads for MHA
+  int head_dim = 0;      // hidden_size / num_attention_heads unless the config says otherwise
+  int ffn_hidden_size = 0;
+  int vocab_size = 0;
+  Activation activation = Activation::kGelu;
+  Normalization normalization = Normalization::kLayerNorm;
+  bool tie_embeddings = false;
+  bool bias = false;      // biases on every linear layer
+  bool qkv_bias = false;  // bias on the QKV projection only (Qwen2)
+  PositionEmbedding position_embedding = PositionEmbedding::kRope;
+  int max_position_embeddings = 0;
+  double hidden_dropout = 0.0;
+  double attention_dropout = 0.0;
+  std::int64_t published_params = 0;  // 0 = not given
+
+  std::int64_t q_width() const { return std::int64_t(num_attention_heads) * head_dim; }
+  std::int64_t kv_width() const { return std::int64_t(num_kv_heads) * head_dim; }
+  // Width of the first MLP GEMM's output: gate and up for SwiGLU.
+  std::int64_t ffn_in_width() const {
+    return activation == Activation::kSwiglu ? 2 * std::int64_t(ffn_hidden_size) : ffn_hidden_size;
+  }
+  bool has_qkv_bias() const { return bias || qkv_bias; }
+};
+
+struct Link {
+  double bandwidth_gbs = 0;  // per GPU per direction, GB/s (1e9 B/s)
+  double latency_us = 0;
+};
+
+struct Gpu {
+  std::string name;
+  double memory_gib = 0;
+  double peak_tflops_bf16 = 0;
+  double hbm_bandwidth_gbs = 0;
+};
+
+struct Cluster {
+  std::string name;
+  std::string source;
+  Gpu gpu;
+  int gpus_per_node = 0;
+  Link intra_node;
+  Link inter_node;
+  double runtime_overhead_gib = 0;  // CUDA context + cuBLAS workspace + NCCL buffers
+  double fragmentation = 0;         // allocator slack as a fraction of tensor bytes
+};
+
+struct Training {
+  int seq_length = 0;
+  int global_batch_size = 0;  // sequences per optimizer step
+  DType precision = DType::kBf16;
+  DType grad_dtype = DType::kBf16;
+  OptimizerKind optimizer = OptimizerKind::kAdam;
+  double optimizer_state_bytes = 12;  // bytes per parameter of optimizer state
+  bool flash_attention = false;
+  std::int64_t grad_bucket_params = 40'000'000;  // ZeRO-2/3 reduce bucket (Megatron DDP default 40M)
+};
+
+// Bytes of one element.
+constexpr int dtype_bytes(DType t) { return t == DType::kFp32 ? 4 : 2; }
+const char* dtype_name(DType t);
+const char* activation_name(Activation a);
+const char* normalization_name(Normalization n);
+const char* position_embedding_name(PositionEmbedding p);
+const char* optimizer_name(OptimizerKind o);
+
+// Default optimizer state in bytes/param: Adam keeps fp32 m and v, plus an
+// fp32 master copy when training in 16-bit (Rajbhandari et al. 2020, K = 12).
+double default_optimizer_state_bytes(OptimizerKind o, DType precision);
+
+// ---- parameter counts (FACTS.md "Parameter counting rules") ----
+
+// Parameters of one transformer layer, unsharded.
+std::int64_t layer_params(const Model& m);
+// Token embedding (+ learned positions), unsharded.
+std::int64_t embedding_params(const Model& m);
+// Output projection (0 when tied to the embedding).
+std::int64_t output_params(const Model& m);
+std::int64_t final_norm_params(const Model& m);
+// All weights of the model (tied embedding counted once).
+std::int64_t total_params(const Model& m);
+
+}  // namespace paraplan

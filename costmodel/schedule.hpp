@@ -1,0 +1,50 @@
+// Pipeline schedules: how many micro-batches' activations each stage holds at
+// its peak. Shared by the memory model and (later) the time model.
+#pragma once
+
+#include <algorithm>
+
+#include "costmodel/layout.hpp"
+
+namespace paraplan {
+
+// Forward passes of model chunks a pipeline rank has run, and not yet
+// backpropagated, at its activation peak (just before its first backward; the
+// steady state keeps the count).
+//  * GPipe: all m micro-batches (Huang et al. 2019).
+//  * 1F1B: stage i holds min(p - i, m) (Narayanan et al. 2021, PipeDream-Flush).
+//  * Interleaved 1F1B (v chunks): Megatron-LM's warm-up of 2(p - i - 1) + (v - 1)p
+//    chunk forwards plus the one that precedes the first backward, capped at m·v.
+//    On stage 0 this is pv + p - 1 chunks: p·(1 + (p-1)/(p·v)) stage-equivalents.
+inline int in_flight_chunks(const Layout& l, int num_microbatches, int stage) {
+  const int p = l.pp, m = num_microbatches, v = l.vpp;
+  if (l.schedule == Schedule::kGPipe) return m;
+  if (v == 1) return std::min(p - stage, m);
+  return std::min(2 * (p - stage - 1) + (v - 1) * p + 1, m * v);
+}
+
+// Of those, how many belong to model chunk c (0 <= c < v). Megatron runs
+// forwards in groups of p micro-batches per chunk: chunk (k / p) % v for the
+// k-th forward.
+inline int in_flight_of_chunk(const Layout& l, int num_microbatches, int stage, int chunk) {
+  const int total = in_flight_chunks(l, num_microbatches, stage);
+  if (l.vpp == 1 || l.schedule == Schedule::kGPipe) return total;
+  const int p = l.pp, round = p * l.vpp;
+  const int full_rounds = total / round, rem = total % round;
+  return full_rounds * p + std::clamp(rem - chunk * p, 0, p);
+}
+
+// Pipeline bubble as a fraction of the step: (p-1)/(m+p-1) for 1F1B and GPipe,
+// (p-1)/(v·m + p-1) for interleaved (Narayanan et al. 2021, eq. 1 and §2.2).
+inline double bubble_fraction_of_step(const Layout& l, int m) {
+  const double p = l.pp, v = l.interleaved() ? l.vpp : 1;
+  return (p - 1) / (v * m + p - 1);
+}
+
+// The same bubble relative to the ideal (bubble-free) time: (p-1)/(v·m).
+inline double bubble_fraction_of_ideal(const Layout& l, int m) {
+  const double p = l.pp, v = l.interleaved() ? l.vpp : 1;
+  return (p - 1) / (v * m);
+}
+
+}  // namespace paraplan

@@ -1,0 +1,108 @@
+#include "costmodel/spec.hpp"
+
+#include <string>
+
+namespace paraplan {
+
+const char* invalid_name(Invalid r) {
+  switch (r) {
+    case Invalid::kGpuCount: return "gpu_count";
+    case Invalid::kHeadsTp: return "heads_not_divisible_by_tp";
+    case Invalid::kKvHeadsTp: return "kv_heads_not_divisible_by_tp";
+    case Invalid::kFfnTp: return "ffn_not_divisible_by_tp";
+    case Invalid::kSeqSp: return "seq_not_divisible_by_tp";
+    case Invalid::kLayersPp: return "layers_not_divisible_by_pp_vpp";
+    case Invalid::kBatch: return "batch_not_divisible_by_dp_mbs";
+    case Invalid::kVpp: return "vpp_invalid";
+    case Invalid::kInterleavedMicrobatches: return "microbatches_not_divisible_by_pp";
+    case Invalid::kTpAcrossNodes: return "tp_across_nodes";
+    case Invalid::kCount: break;
+  }
+  return "?";
+}
+
+std::optional<Invalid> layout_invalid(const Spec& s, const Layout& l, bool check_tp_span) {
+  const Model& m = s.model;
+  if (l.dp * l.tp * l.pp != s.num_gpus()) return Invalid::kGpuCount;
+  if (check_tp_span && l.tp > s.cluster.gpus_per_node && !s.search.allow_tp_across_nodes)
+    return Invalid::kTpAcrossNodes;
+  if (m.num_attention_heads % l.tp) return Invalid::kHeadsTp;
+  if (m.num_kv_heads % l.tp) return Invalid::kKvHeadsTp;
+  if (m.ffn_hidden_size % l.tp) return Invalid::kFfnTp;
+  if (l.sp && s.training.seq_length % l.tp) return Invalid::kSeqSp;
+  if (l.vpp > 1 && (l.pp < 2 || l.schedule == Schedule::kGPipe)) return Invalid::kVpp;
+  if (m.num_layers % (l.pp * l.vpp)) return Invalid::kLayersPp;
+  if (s.training.global_batch_size % (l.dp * l.mbs)) return Invalid::kBatch;
+  if (l.interleaved() && num_microbatches(s, l) % l.pp) return Invalid::kInterleavedMicrobatches;
+  return std::nullopt;
+}
+
+std::optional<LayoutProblem> resolve_layout(const Spec& s, Layout* l, bool check_tp_span) {
+  using std::to_string;
+  const int gpus = s.num_gpus();
+  if (l->tp == 1) l->sp = false;
+  if (l->dp == 0) {
+    if (gpus % (l->tp * l->pp))
+      return LayoutProblem{Invalid::kGpuCount, "tp",
+                           "tp*pp = " + to_string(l->tp * l->pp) + " does not divide the " +
+                               to_string(gpus) + " GPUs of the spec (num_nodes " +
+                               to_string(s.num_nodes) + " x gpus_per_node " +
+                               to_string(s.cluster.gpus_per_node) + ")"};
+    l->dp = gpus / (l->tp * l->pp);
+  }
+  const auto r = layout_invalid(s, *l, check_tp_span);
+  if (!r) return std::nullopt;
+  const Model& m = s.model;
+  const Training& t = s.training;
+  switch (*r) {
+    case Invalid::kGpuCount:
+      return LayoutProblem{*r, "dp",
+                           "dp*tp*pp = " + to_string(l->dp) + "*" + to_string(l->tp) + "*" +
+                               to_string(l->pp) + " = " + to_string(l->gpus()) +
+                               " GPUs, but the spec has " + to_string(gpus) + " (num_nodes " +
+                               to_string(s.num_nodes) + " x gpus_per_node " +
+                               to_string(s.cluster.gpus_per_node) + ")"};
+    case Invalid::kHeadsTp:
+      return LayoutProblem{*r, "tp",
+                           "num_attention_heads " + to_string(m.num_attention_heads) +
+                               " is not divisible by tp " + to_string(l->tp)};
+    case Invalid::kKvHeadsTp:
+      return LayoutProblem{*r, "tp",
+                           "num_kv_heads " + to_string(m.num_kv_heads) +
+                               " is not divisible by tp " + to_string(l->tp)};
+    case Invalid::kFfnTp:
+      return LayoutProblem{*r, "tp",
+                           "ffn_hidden_size " + to_string(m.ffn_hidden_size) +
+                               " is not divisible by tp " + to_string(l->tp)};
+    case Invalid::kSeqSp:
+      return LayoutProblem{*r, "sp",
+                           "sequence parallelism needs seq_length " + to_string(t.seq_length) +
+                               " divisible by tp " + to_string(l->tp)};
+    case Invalid::kVpp:
+      return LayoutProblem{*r, "vpp",
+                           "vpp = " + to_string(l->vpp) +
+                               " needs pp > 1 and the 1f1b (interleaved) schedule"};
+    case Invalid::kLayersPp:
+      return LayoutProblem{*r, "pp",
+                           "num_layers " + to_string(m.num_layers) +
+                               " is not divisible by pp*vpp = " + to_string(l->pp * l->vpp)};
+    case Invalid::kBatch:
+      return LayoutProblem{*r, "mbs",
+                           "global_batch_size " + to_string(t.global_batch_size) +
+                               " is not divisible by dp*mbs = " + to_string(l->dp * l->mbs)};
+    case Invalid::kInterleavedMicrobatches:
+      return LayoutProblem{*r, "vpp",
+                           "the interleaved schedule needs the number of micro-batches (" +
+                               to_string(num_microbatches(s, *l)) + ") divisible by pp " +
+                               to_string(l->pp)};
+    case Invalid::kTpAcrossNodes:
+      return LayoutProblem{*r, "tp",
+                           "tp = " + to_string(l->tp) + " spans more than one node (gpus_per_node " +
+                               to_string(s.cluster.gpus_per_node) +
+                               "); set search.allow_tp_across_nodes: true to allow it"};
+    case Invalid::kCount: break;
+  }
+  return LayoutProblem{*r, "layout", invalid_name(*r)};
+}
+
+}  // namespace paraplan

@@ -1,0 +1,115 @@
+#include "planner/cli.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include "costmodel/memory.hpp"
+#include "planner/layout_source.hpp"
+#include "planner/report.hpp"
+#include "planner/spec_error.hpp"
+#include "planner/spec_loader.hpp"
+
+namespace paraplan {
+
+namespace {
+
+// Options every single-layout command shares.
+struct LayoutOptions {
+  std::string spec;
+  std::string format = "table";
+  std::optional<int> nodes;
+  LayoutRequest req;
+  std::string layout, megatron, deepspeed;
+};
+
+void add_layout_options(CLI::App* cmd, LayoutOptions* o) {
+  cmd->add_option("SPEC", o->spec, "plan spec (YAML)")->required();
+  cmd->add_option("--layout", o->layout,
+                  "layout, e.g. dp=8,tp=8,pp=4,vpp=2,sp=1,zero=1,recompute=selective,mbs=1,schedule=1f1b");
+  cmd->add_option("--megatron-args", o->megatron,
+                  "the layout as Megatron-LM arguments, e.g. \"--tensor-model-parallel-size 8 ...\"");
+  cmd->add_option("--deepspeed-config", o->deepspeed, "the layout from a DeepSpeed JSON config");
+  cmd->add_option("--nodes", o->nodes, "override num_nodes of the spec")->check(CLI::PositiveNumber);
+  cmd->add_option("--format", o->format, "table | json | markdown")
+      ->check(CLI::IsMember({"table", "json", "markdown", "md"}));
+}
+
+struct Loaded {
+  Spec spec;
+  Layout layout;
+  Format format;
+};
+
+Loaded load(LayoutOptions& o) {
+  Loaded r;
+  if (!parse_format(o.format, &r.format))
+    throw SpecError("--format", 0, "", "expected table, json or markdown");
+  r.spec = load_spec_file(o.spec);
+  if (o.nodes) r.spec.num_nodes = *o.nodes;
+  if (!o.layout.empty()) o.req.layout = o.layout;
+  if (!o.megatron.empty()) o.req.megatron_args = o.megatron;
+  if (!o.deepspeed.empty()) o.req.deepspeed_config = o.deepspeed;
+  r.layout = layout_from_sources(&r.spec, o.spec, o.req);
+  return r;
+}
+
+}  // namespace
+
+int run_cli(int argc, char** argv, std::ostream& out) {
+  CLI::App app{"paraplan: which parallel layout to train a transformer with, and whether it fits"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "paraplan 0.1.0");
+
+  LayoutOptions ex;
+  bool formulas = false;
+  int stage = -1;
+  CLI::App* explain = app.add_subcommand(
+      "explain", "per-stage memory of one layout, term by term (--formulas shows each formula)");
+  add_layout_options(explain, &ex);
+  explain->add_flag("--formulas", formulas, "print each term's formula with the numbers put in");
+  explain->add_option("--stage", stage, "stage whose terms --formulas prints (default: heaviest)")
+      ->check(CLI::NonNegativeNumber);
+
+  LayoutOptions ck;
+  bool verbose = false;
+  CLI::App* check = app.add_subcommand(
+      "check", "CI gate: exit 0 if the heaviest rank fits within the headroom, 1 if not, 2 on bad input");
+  add_layout_options(check, &ck);
+  check->add_flag("-v,--verbose", verbose, "print the verdict line also when the layout fits");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "paraplan: error: " << e.what() << " (see paraplan --help)\n";
+    return 2;
+  }
+
+  if (explain->parsed()) {
+    Loaded l = load(ex);
+    const MemoryEstimate e = estimate_memory(l.spec, l.layout);
+    if (stage >= l.layout.pp)
+      throw SpecError("--stage", 0, "", "expected a stage below pp " + std::to_string(l.layout.pp));
+    out << render_explain(l.format, l.spec, l.layout, e, ExplainOptions{formulas, stage});
+    return 0;
+  }
+  if (check->parsed()) {
+    Loaded l = load(ck);
+    const MemoryEstimate e = estimate_memory(l.spec, l.layout);
+    if (l.format == Format::kJson) out << layout_json(l.spec, l.layout, e).dump(2) << "\n";
+    else if (!e.fits || verbose)
+      out << (l.format == Format::kMarkdown ? "- " : "") << check_summary(l.spec, l.layout, e) << "\n";
+    return e.fits ? 0 : 1;
+  }
+  return 2;
+}
+
+}  // namespace paraplan

@@ -1,0 +1,137 @@
+// HuggingFace config.json -> Model. HF configs carry many keys paraplan does
+// not need, so unknown keys are ignored here (unlike paraplan's own YAML).
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+
+#include "planner/spec_loader.hpp"
+
+namespace paraplan {
+
+namespace {
+
+using nlohmann::json;
+
+int line_of_offset(const std::string& text, size_t offset) {
+  return 1 + int(std::count(text.begin(), text.begin() + std::min(offset, text.size()), '\n'));
+}
+
+struct HfReader {
+  const json& j;
+  const std::string& file;
+
+  const json* find(std::initializer_list<const char*> keys) const {
+    for (const char* k : keys) {
+      auto it = j.find(k);
+      if (it != j.end() && !it->is_null()) return &*it;
+    }
+    return nullptr;
+  }
+  [[noreturn]] void fail(const char* key, const std::string& msg) const {
+    throw SpecError(file, 0, key, msg);
+  }
+  int get_int(std::initializer_list<const char*> keys, int def, bool required) const {
+    const json* v = find(keys);
+    const char* name = *keys.begin();
+    if (!v) {
+      if (required) fail(name, "missing required key in HuggingFace config");
+      return def;
+    }
+    if (!v->is_number_integer() || v->get<long long>() < 1 || v->get<long long>() > 2'000'000'000)
+      fail(name, "expected a positive integer, got " + v->dump());
+    return v->get<int>();
+  }
+  double get_number(std::initializer_list<const char*> keys, double def) const {
+    const json* v = find(keys);
+    if (!v) return def;
+    if (!v->is_number() || v->get<double>() < 0 || v->get<double>() >= 1)
+      fail(*keys.begin(), "expected a number in [0, 1), got " + v->dump());
+    return v->get<double>();
+  }
+  bool get_bool(const char* key, bool def) const {
+    const json* v = find({key});
+    if (!v) return def;
+    if (!v->is_boolean()) fail(key, "expected true or false, got " + v->dump());
+    return v->get<bool>();
+  }
+  std::string get_string(const char* key, const std::string& def) const {
+    const json* v = find({key});
+    if (!v) return def;
+    if (!v->is_string()) fail(key, "expected a string, got " + v->dump());
+    return v->get<std::string>();
+  }
+};
+
+}  // namespace
+
+Model model_from_hf_json(const std::string& text, const std::string& file) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw SpecError(file, line_of_offset(text, e.byte), "", std::string("JSON syntax error: ") +
+                                                               e.what());
+  }
+  if (!j.is_object()) throw SpecError(file, 0, "", "expected a JSON object (HuggingFace config.json)");
+  const HfReader r{j, file};
+  const std::string type = r.get_string("model_type", "");
+  if (j.contains("num_local_experts") || j.contains("num_experts") || type == "mixtral")
+    r.fail("model_type", "mixture-of-experts models ('" + type +
+                             "') are not modelled yet; expected a dense decoder");
+  const bool gpt2 = type == "gpt2";
+  Model m;
+  m.name = r.get_string("_name_or_path", "");
+  if (m.name.empty()) {
+    // Name it after the folder holding config.json (e.g. Llama-2-7b-hf).
+    const std::filesystem::path p(file);
+    m.name = p.has_parent_path() ? p.parent_path().filename().string() : type;
+  }
+  if (m.name.empty()) m.name = "hf-model";
+  m.source = "HuggingFace config.json: " + file;
+  m.num_layers = r.get_int({"num_hidden_layers", "n_layer"}, 0, true);
+  m.hidden_size = r.get_int({"hidden_size", "n_embd"}, 0, true);
+  m.num_attention_heads = r.get_int({"num_attention_heads", "n_head"}, 0, true);
+  m.num_kv_heads = r.get_int({"num_key_value_heads"}, m.num_attention_heads, false);
+  if (m.num_attention_heads % m.num_kv_heads)
+    r.fail("num_key_value_heads", "expected a divisor of num_attention_heads " +
+                                      std::to_string(m.num_attention_heads));
+  m.head_dim = r.get_int({"head_dim"}, m.hidden_size / m.num_attention_heads, false);
+  m.ffn_hidden_size = r.get_int({"intermediate_size", "n_inner"}, 4 * m.hidden_size, !gpt2);
+  m.vocab_size = r.get_int({"vocab_size"}, 0, true);
+
+  const std::string act = r.get_string(j.contains("activation_function") ? "activation_function"
+                                                                         : "hidden_act",
+                                       gpt2 ? "gelu_new" : "silu");
+  if (act == "silu" || act == "swish") m.activation = Activation::kSwiglu;  // gated SiLU MLP
+  else if (act.rfind("gelu", 0) == 0) m.activation = Activation::kGelu;
+  else r.fail("hidden_act", "expected silu or gelu*, got \"" + act + "\"");
+
+  if (j.contains("rms_norm_eps")) m.normalization = Normalization::kRmsNorm;
+  else if (j.contains("layer_norm_epsilon") || j.contains("layer_norm_eps") || gpt2)
+    m.normalization = Normalization::kLayerNorm;
+  else r.fail("rms_norm_eps", "cannot tell the normalization (no rms_norm_eps or layer_norm_eps)");
+
+  // PretrainedConfig defaults tie_word_embeddings to true; GPT-2 ties.
+  m.tie_embeddings = r.get_bool("tie_word_embeddings", true);
+  if (gpt2) {
+    m.position_embedding = PositionEmbedding::kLearned;
+    m.max_position_embeddings = r.get_int({"n_positions", "max_position_embeddings"}, 1024, false);
+    m.bias = true;
+    m.hidden_dropout = r.get_number({"resid_pdrop"}, 0.1);
+    m.attention_dropout = r.get_number({"attn_pdrop"}, 0.1);
+  } else {
+    m.position_embedding = PositionEmbedding::kRope;
+    m.max_position_embeddings = r.get_int({"max_position_embeddings"}, 0, false);
+    const bool attn_bias = r.get_bool("attention_bias", false);
+    const bool mlp_bias = r.get_bool("mlp_bias", false);
+    m.bias = attn_bias && mlp_bias;
+    m.qkv_bias = attn_bias || type == "qwen2";  // Qwen2 always has QKV biases
+    m.hidden_dropout = r.get_number({"hidden_dropout", "resid_pdrop"}, 0.0);
+    m.attention_dropout = r.get_number({"attention_dropout", "attn_pdrop"}, 0.0);
+  }
+  return m;
+}
+
+}  // namespace paraplan

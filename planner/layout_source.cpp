@@ -1,0 +1,246 @@
+#include "planner/layout_source.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <vector>
+
+#include "planner/spec_error.hpp"
+#include "planner/spec_loader.hpp"
+
+namespace paraplan {
+
+namespace {
+
+using nlohmann::json;
+
+struct Draft {
+  Layout l;
+  LayoutFields set;
+  std::string source;    // for messages: "--layout", "--megatron-args", a file
+  int accumulation = 0;  // DeepSpeed gradient_accumulation_steps without train_batch_size
+};
+
+std::vector<std::string> split_args(const std::string& s) {
+  std::vector<std::string> out;
+  std::string cur;
+  char quote = 0;
+  bool have = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (quote) {
+      if (c == quote) quote = 0;
+      else cur += c;
+    } else if (c == '"' || c == '\'') {
+      quote = c, have = true;
+    } else if (c == '\\' && i + 1 < s.size() && (s[i + 1] == '\n' || s[i + 1] == '\r')) {
+      ++i;  // line continuation
+    } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      if (have) out.push_back(cur), cur.clear(), have = false;
+    } else {
+      cur += c, have = true;
+    }
+  }
+  if (have) out.push_back(cur);
+  return out;
+}
+
+[[noreturn]] void fail(const std::string& src, const std::string& field, const std::string& msg) {
+  throw SpecError(src, 0, field, msg);
+}
+
+int to_pos_int(const std::string& src, const std::string& flag, const std::string& v, int min_v) {
+  int x = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec != std::errc() || p != v.data() + v.size() || x < min_v)
+    fail(src, flag,
+         std::string("expected ") + (min_v > 0 ? "a positive integer" : "an integer >= 0") +
+             ", got '" + v + "'");
+  return x;
+}
+
+Draft from_megatron(const std::string& text, Spec* spec) {
+  const std::string src = "--megatron-args";
+  Draft d{Layout{}, {}, src};
+  const auto args = split_args(text);
+  int vpp_layers = 0;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string flag = args[i], value;
+    if (flag.rfind("--", 0) != 0) continue;  // a value of a flag paraplan ignores
+    const size_t eq = flag.find('=');
+    bool inline_value = eq != std::string::npos;
+    if (inline_value) value = flag.substr(eq + 1), flag = flag.substr(0, eq);
+    auto val = [&]() -> const std::string& {
+      if (!inline_value) {
+        if (i + 1 >= args.size() || args[i + 1].rfind("--", 0) == 0)
+          fail(src, flag, "expected a value after " + flag);
+        value = args[++i];
+        inline_value = true;
+      }
+      return value;
+    };
+    auto model_must_match = [&](int model_value, const char* key) {
+      const int v = to_pos_int(src, flag, val(), 1);
+      if (v != model_value)
+        fail(src, flag, "is " + std::to_string(v) + " but the model's " + key + " is " +
+                            std::to_string(model_value));
+    };
+    if (flag == "--tensor-model-parallel-size") d.l.tp = to_pos_int(src, flag, val(), 1), d.set.tp = true;
+    else if (flag == "--pipeline-model-parallel-size") d.l.pp = to_pos_int(src, flag, val(), 1), d.set.pp = true;
+    else if (flag == "--virtual-pipeline-model-parallel-size") d.l.vpp = to_pos_int(src, flag, val(), 1), d.set.vpp = true;
+    else if (flag == "--num-layers-per-virtual-pipeline-stage") vpp_layers = to_pos_int(src, flag, val(), 1);
+    else if (flag == "--sequence-parallel") d.l.sp = true, d.set.sp = true;
+    else if (flag == "--micro-batch-size") d.l.mbs = to_pos_int(src, flag, val(), 1), d.set.mbs = true;
+    else if (flag == "--use-distributed-optimizer") d.l.zero = 1, d.set.zero = true;
+    else if (flag == "--recompute-activations") d.l.recompute = Recompute::kSelective, d.set.recompute = true;
+    else if (flag == "--recompute-granularity") {
+      const std::string& v = val();
+      if (v == "full") d.l.recompute = Recompute::kFull;
+      else if (v == "selective") d.l.recompute = Recompute::kSelective;
+      else fail(src, flag, "expected full or selective, got '" + v + "'");
+      d.set.recompute = true;
+    } else if (flag == "--global-batch-size") spec->training.global_batch_size = to_pos_int(src, flag, val(), 1);
+    else if (flag == "--seq-length") spec->training.seq_length = to_pos_int(src, flag, val(), 1);
+    else if (flag == "--bf16") spec->training.precision = DType::kBf16;
+    else if (flag == "--fp16") spec->training.precision = DType::kFp16;
+    else if (flag == "--num-layers") model_must_match(spec->model.num_layers, "num_layers");
+    else if (flag == "--hidden-size") model_must_match(spec->model.hidden_size, "hidden_size");
+    else if (flag == "--num-attention-heads") model_must_match(spec->model.num_attention_heads, "num_attention_heads");
+    else if (flag == "--ffn-hidden-size") model_must_match(spec->model.ffn_hidden_size, "ffn_hidden_size");
+    else if (flag == "--num-query-groups") model_must_match(spec->model.num_kv_heads, "num_kv_heads");
+    else if (flag == "--context-parallel-size" || flag == "--expert-model-parallel-size") {
+      if (to_pos_int(src, flag, val(), 1) != 1)
+        fail(src, flag, "context and expert parallelism are not modelled; expected 1");
+    }
+    // Every other Megatron flag does not change the memory layout: ignored.
+  }
+  if (vpp_layers) {
+    const int per_stage = spec->model.num_layers / std::max(d.l.pp, 1);
+    if (per_stage % vpp_layers)
+      fail(src, "--num-layers-per-virtual-pipeline-stage",
+           "expected a divisor of the " + std::to_string(per_stage) + " layers per pipeline stage");
+    d.l.vpp = per_stage / vpp_layers;
+    d.set.vpp = true;
+  }
+  return d;
+}
+
+Draft from_deepspeed(const std::string& path, Spec* spec) {
+  const std::string text = read_text_file(path, "--deepspeed-config");
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    const size_t off = std::min<size_t>(e.byte, text.size());
+    throw SpecError(path, 1 + int(std::count(text.begin(), text.begin() + off, '\n')), "",
+                    std::string("JSON syntax error: ") + e.what());
+  }
+  if (!j.is_object()) fail(path, "", "expected a JSON object (DeepSpeed config)");
+  Draft d{Layout{}, {}, path};
+  auto pos_int = [&](const json& v, const char* field, int min_v) {
+    if (!v.is_number_integer() || v.get<long long>() < min_v || v.get<long long>() > 2'000'000'000)
+      fail(path, field, std::string("expected ") + (min_v ? "a positive integer" : "an integer >= 0") +
+                            ", got " + v.dump());
+    return v.get<int>();
+  };
+  if (auto z = j.find("zero_optimization"); z != j.end()) {
+    if (!z->is_object()) fail(path, "zero_optimization", "expected an object");
+    if (auto st = z->find("stage"); st != z->end()) {
+      d.l.zero = pos_int(*st, "zero_optimization.stage", 0);
+      if (d.l.zero > 3) fail(path, "zero_optimization.stage", "expected 0-3, got " + st->dump());
+      d.set.zero = true;
+    }
+    for (const char* off : {"offload_optimizer", "offload_param"}) {
+      auto o = z->find(off);
+      if (o != z->end() && o->is_object() && o->value("device", "none") != "none")
+        fail(path, std::string("zero_optimization.") + off,
+             "CPU/NVMe offload is not modelled; expected device \"none\"");
+    }
+  }
+  if (auto mb = j.find("train_micro_batch_size_per_gpu"); mb != j.end())
+    d.l.mbs = pos_int(*mb, "train_micro_batch_size_per_gpu", 1), d.set.mbs = true;
+  for (const char* prec : {"bf16", "fp16"}) {
+    auto p = j.find(prec);
+    if (p != j.end() && p->is_object() && p->value("enabled", false))
+      spec->training.precision = std::string(prec) == "bf16" ? DType::kBf16 : DType::kFp16;
+  }
+  if (auto tb = j.find("train_batch_size"); tb != j.end())
+    spec->training.global_batch_size = pos_int(*tb, "train_batch_size", 1);
+  else if (auto ga = j.find("gradient_accumulation_steps"); ga != j.end() && d.set.mbs) {
+    // train_batch_size = micro × accumulation × data-parallel ranks; dp comes
+    // from the GPU count once tp and pp are known (see below).
+    d.accumulation = pos_int(*ga, "gradient_accumulation_steps", 1);
+  }
+  return d;
+}
+
+void merge(Draft* into, const Draft& from) {
+  auto field = [&](bool set_from, bool* set_into, auto get, const char* name) {
+    if (!set_from) return;
+    if (*set_into && get(into->l) != get(from.l))
+      fail(from.source, name,
+           "conflicts with " + into->source + " (" + std::to_string(get(into->l)) + " vs " +
+               std::to_string(get(from.l)) + ")");
+    *set_into = true;
+  };
+  field(from.set.dp, &into->set.dp, [](const Layout& l) { return l.dp; }, "dp");
+  field(from.set.tp, &into->set.tp, [](const Layout& l) { return l.tp; }, "tp");
+  field(from.set.pp, &into->set.pp, [](const Layout& l) { return l.pp; }, "pp");
+  field(from.set.vpp, &into->set.vpp, [](const Layout& l) { return l.vpp; }, "vpp");
+  field(from.set.sp, &into->set.sp, [](const Layout& l) { return int(l.sp); }, "sp");
+  field(from.set.zero, &into->set.zero, [](const Layout& l) { return l.zero; }, "zero");
+  field(from.set.recompute, &into->set.recompute, [](const Layout& l) { return int(l.recompute); }, "recompute");
+  field(from.set.mbs, &into->set.mbs, [](const Layout& l) { return l.mbs; }, "mbs");
+  field(from.set.schedule, &into->set.schedule, [](const Layout& l) { return int(l.schedule); }, "schedule");
+  if (from.set.dp) into->l.dp = from.l.dp;
+  if (from.set.tp) into->l.tp = from.l.tp;
+  if (from.set.pp) into->l.pp = from.l.pp;
+  if (from.set.vpp) into->l.vpp = from.l.vpp;
+  if (from.set.sp) into->l.sp = from.l.sp;
+  if (from.set.zero) into->l.zero = from.l.zero;
+  if (from.set.recompute) into->l.recompute = from.l.recompute;
+  if (from.set.mbs) into->l.mbs = from.l.mbs;
+  if (from.set.schedule) into->l.schedule = from.l.schedule;
+  if (into->source.empty()) into->source = from.source;
+}
+
+}  // namespace
+
+Layout layout_from_sources(Spec* spec, const std::string& spec_file, const LayoutRequest& req) {
+  Draft d{Layout{}, {}, ""};
+  const bool any = req.layout || req.megatron_args || req.deepspeed_config;
+  const std::optional<std::string>& text = req.layout ? req.layout : spec->default_layout;
+  if (text && (req.layout || !any)) {
+    Draft s{Layout{}, {}, req.layout ? "--layout" : spec_file};
+    try {
+      parse_layout_into(*text, &s.l, &s.set);
+    } catch (const LayoutError& e) {
+      fail(s.source, "layout." + e.field(), e.what());
+    }
+    merge(&d, s);
+  }
+  if (req.megatron_args) merge(&d, from_megatron(*req.megatron_args, spec));
+  int ds_accumulation = 0;
+  if (req.deepspeed_config) {
+    const Draft ds = from_deepspeed(*req.deepspeed_config, spec);
+    merge(&d, ds);
+    ds_accumulation = ds.accumulation;
+  }
+  if (!text && !any)
+    fail(spec_file, "layout",
+         "no layout given; pass --layout, --megatron-args or --deepspeed-config, or set layout: "
+         "in the spec");
+  Layout l = d.l;
+  if (ds_accumulation) {
+    // Global batch from the DeepSpeed identity: micro × accumulation × dp.
+    const int gpus = spec->num_gpus();
+    if (l.dp == 0 && gpus % (l.tp * l.pp) == 0) l.dp = gpus / (l.tp * l.pp);
+    spec->training.global_batch_size = l.mbs * ds_accumulation * std::max(l.dp, 1);
+  }
+  if (auto p = resolve_layout(*spec, &l, /*check_tp_span=*/false))
+    fail(spec_file, "layout." + p->field, p->message);
+  return l;
+}
+
+}  // namespace paraplan

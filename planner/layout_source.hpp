@@ -1,0 +1,24 @@
+// Where a layout comes from: the canonical string, Megatron-LM arguments, or a
+// DeepSpeed JSON config (what a training repo's CI already has) — or several
+// of them at once (Megatron-DeepSpeed), merged field by field.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "costmodel/spec.hpp"
+
+namespace paraplan {
+
+struct LayoutRequest {
+  std::optional<std::string> layout;            // --layout
+  std::optional<std::string> megatron_args;     // --megatron-args "…"
+  std::optional<std::string> deepspeed_config;  // --deepspeed-config ds.json
+};
+
+// Builds the layout, lets the sources override the spec's training settings
+// they carry (global batch, sequence length, precision), and resolves it
+// against the spec. Throws SpecError naming the source and the field.
+Layout layout_from_sources(Spec* spec, const std::string& spec_file, const LayoutRequest& req);
+
+}  // namespace paraplan

@@ -1,0 +1,178 @@
+#include "planner/report.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "costmodel/schedule.hpp"
+
+namespace paraplan {
+
+using nlohmann::json;
+
+bool parse_format(const std::string& s, Format* out) {
+  if (s == "table") *out = Format::kTable;
+  else if (s == "json") *out = Format::kJson;
+  else if (s == "markdown" || s == "md") *out = Format::kMarkdown;
+  else if (s == "csv") *out = Format::kCsv;
+  else return false;
+  return true;
+}
+
+std::string gib(std::int64_t bytes, int decimals) {
+  return fmt::format("{:.{}f}", double(bytes) / kGiB, decimals);
+}
+
+json memory_json(const MemoryBreakdown& m) {
+  json j = json::object();
+  for (int c = 0; c < kNumCategories; ++c) j[category_name(Category(c))] = m.bytes[c];
+  j["total"] = m.total();
+  return j;
+}
+
+json layout_json(const Spec& s, const Layout& l, const MemoryEstimate& e) {
+  json j;
+  j["layout"] = to_string(l);
+  j["fits"] = e.fits;
+  j["gpu_memory_bytes"] = e.gpu_bytes;
+  j["peak_memory_bytes"] = e.peak_bytes;
+  j["headroom_bytes"] = e.headroom_bytes;
+  j["usable_memory_bytes"] = e.usable_bytes;
+  j["margin_bytes"] = e.margin_bytes;
+  j["heaviest_stage"] = e.heaviest_stage;
+  j["heaviest_rank"] = e.heaviest_rank;
+  j["memory"] = memory_json(e.heaviest());
+  json stages = json::array();
+  for (size_t i = 0; i < e.stages.size(); ++i)
+    stages.push_back({{"stage", i}, {"memory", memory_json(e.stages[i])}});
+  j["stages"] = stages;
+  j["params"] = {{"total", e.params_total}, {"per_rank", e.params_per_rank}};
+  j["model"] = s.model.name;
+  j["cluster"] = s.cluster.name;
+  j["num_gpus"] = s.num_gpus();
+  j["num_microbatches"] = num_microbatches(s, l);
+  return j;
+}
+
+namespace {
+
+const char* kShort[kNumCategories] = {"weights", "grads", "optim", "activ",
+                                      "transient", "comm", "runtime", "frag"};
+
+std::string header(const Spec& s, const Layout& l, const MemoryEstimate& e) {
+  std::string o;
+  o += fmt::format("model    {} ({:.3g}B params)\n", s.model.name, double(e.params_total) / 1e9);
+  o += fmt::format("cluster  {} x {} = {} GPUs ({}, {:.2f} GiB)\n", s.num_nodes, s.cluster.name,
+                   s.num_gpus(), s.cluster.gpu.name, s.cluster.gpu.memory_gib);
+  o += fmt::format("layout   {}\n", to_string(l));
+  o += fmt::format("training seq {}, global batch {} = {} micro-batches of {} per dp rank, {}, "
+                   "{} grads, {} ({:g} B/param){}\n",
+                   s.training.seq_length, s.training.global_batch_size, num_microbatches(s, l),
+                   l.mbs, dtype_name(s.training.precision), dtype_name(s.training.grad_dtype),
+                   optimizer_name(s.training.optimizer), s.training.optimizer_state_bytes,
+                   s.training.flash_attention ? ", flash attention" : "");
+  return o;
+}
+
+std::string verdict(const Spec& s, const MemoryEstimate& e) {
+  return fmt::format(
+      "GPU {} GiB - headroom {:g}% ({} GiB) = usable {} GiB; heaviest rank {} (stage {}): {} GiB "
+      "-> {} (margin {} GiB)\n",
+      gib(e.gpu_bytes), s.memory_headroom * 100, gib(e.headroom_bytes), gib(e.usable_bytes),
+      e.heaviest_rank, e.heaviest_stage, gib(e.peak_bytes), e.fits ? "FITS" : "DOES NOT FIT",
+      gib(e.margin_bytes));
+}
+
+std::string formulas_text(const Spec& s, const Layout& l, int stage, bool markdown) {
+  std::string o = markdown ? fmt::format("\n### Stage {} terms\n\n| category | term | formula | GiB |\n|---|---|---|---:|\n", stage)
+                           : fmt::format("\nstage {} terms:\n", stage);
+  for (const Term& t : stage_terms(s, l, stage)) {
+    if (markdown)
+      o += fmt::format("| {} | {} | `{}` | {} |\n", category_name(t.category), t.name, t.formula,
+                       gib(t.bytes));
+    else
+      o += fmt::format("  {:<13} {:<36} {} = {} GiB\n", category_name(t.category), t.name,
+                       t.formula, gib(t.bytes, 3));
+  }
+  return o;
+}
+
+}  // namespace
+
+std::string render_explain(Format f, const Spec& s, const Layout& l, const MemoryEstimate& e,
+                           const ExplainOptions& opt) {
+  if (f == Format::kJson) {
+    json j = layout_json(s, l, e);
+    if (opt.formulas) {
+      const int st = opt.stage >= 0 ? opt.stage : e.heaviest_stage;
+      json terms = json::array();
+      for (const Term& t : stage_terms(s, l, st))
+        terms.push_back({{"category", category_name(t.category)},
+                         {"term", t.name},
+                         {"formula", t.formula},
+                         {"bytes", t.bytes}});
+      j["terms"] = {{"stage", st}, {"items", terms}};
+    }
+    return j.dump(2) + "\n";
+  }
+  const int st = opt.stage >= 0 ? opt.stage : e.heaviest_stage;
+  std::string o;
+  if (f == Format::kMarkdown || f == Format::kCsv) {
+    const bool md = f == Format::kMarkdown;
+    if (md) {
+      o += "## paraplan explain\n\n```\n" + header(s, l, e) + "```\n\n| stage |";
+      for (auto c : kShort) o += fmt::format(" {} |", c);
+      o += " total (GiB) |\n|---:|";
+      for (int i = 0; i <= kNumCategories; ++i) o += "---:|";
+      o += "\n";
+    } else {
+      o += "stage";
+      for (int c = 0; c < kNumCategories; ++c) o += fmt::format(",{}_bytes", category_name(Category(c)));
+      o += ",total_bytes\n";
+    }
+    for (size_t i = 0; i < e.stages.size(); ++i) {
+      o += md ? fmt::format("| {}{} |", i, int(i) == e.heaviest_stage ? " *" : "") : fmt::format("{}", i);
+      for (auto b : e.stages[i].bytes) o += md ? fmt::format(" {} |", gib(b)) : fmt::format(",{}", b);
+      o += md ? fmt::format(" **{}** |\n", gib(e.stages[i].total())) : fmt::format(",{}\n", e.stages[i].total());
+    }
+    if (md) {
+      o += "\n";
+      o += verdict(s, e);
+      if (opt.formulas) o += formulas_text(s, l, st, true);
+    }
+    return o;
+  }
+  o += header(s, l, e) + "\n";
+  o += fmt::format("{:>5}", "stage");
+  for (auto c : kShort) o += fmt::format(" {:>9}", c);
+  o += fmt::format(" {:>9}   (GiB)\n", "total");
+  for (size_t i = 0; i < e.stages.size(); ++i) {
+    o += fmt::format("{:>5}", i);
+    for (auto b : e.stages[i].bytes) o += fmt::format(" {:>9}", gib(b));
+    o += fmt::format(" {:>9}{}\n", gib(e.stages[i].total()), int(i) == e.heaviest_stage ? "  <- heaviest" : "");
+  }
+  o += "\n";
+      o += verdict(s, e);
+  if (opt.formulas) o += formulas_text(s, l, st, false);
+  return o;
+}
+
+std::string check_summary(const Spec& s, const Layout& l, const MemoryEstimate& e) {
+  const MemoryBreakdown& m = e.heaviest();
+  int top = 0;
+  for (int c = 1; c < kNumCategories; ++c)
+    if (m.bytes[c] > m.bytes[top]) top = c;
+  const std::string dominant = fmt::format("{} {} GiB ({:.0f}%)", category_name(Category(top)),
+                                           gib(m.bytes[top]), 100.0 * double(m.bytes[top]) / double(m.total()));
+  if (e.fits)
+    return fmt::format("fits: {} peak {} GiB of {} GiB usable on {} (stage {}), margin {} GiB; largest term {}",
+                       to_string(l), gib(e.peak_bytes), gib(e.usable_bytes), s.cluster.gpu.name,
+                       e.heaviest_stage, gib(e.margin_bytes), dominant);
+  return fmt::format("does not fit: {} needs {} GiB on rank {} (stage {}) but {} GiB are usable "
+                     "({} GiB GPU, {:g}% headroom): over by {} GiB; largest term {}",
+                     to_string(l), gib(e.peak_bytes), e.heaviest_rank, e.heaviest_stage,
+                     gib(e.usable_bytes), gib(e.gpu_bytes), s.memory_headroom * 100,
+                     gib(-e.margin_bytes), dominant);
+}
+
+}  // namespace paraplan

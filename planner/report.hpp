@@ -1,0 +1,33 @@
+// Reports of one layout's memory (explain, check) as a table, JSON or Markdown.
+// Every format is rendered from the same MemoryEstimate; JSON through nlohmann.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "costmodel/memory.hpp"
+
+namespace paraplan {
+
+enum class Format { kTable, kJson, kMarkdown, kCsv };
+bool parse_format(const std::string& s, Format* out);
+
+// {"weights": bytes, …, "total": bytes}
+nlohmann::json memory_json(const MemoryBreakdown& m);
+// The one-layout JSON document (schema in README.md).
+nlohmann::json layout_json(const Spec& spec, const Layout& layout, const MemoryEstimate& e);
+
+struct ExplainOptions {
+  bool formulas = false;
+  int stage = -1;  // stage whose formulas are printed; -1 = heaviest
+};
+std::string render_explain(Format f, const Spec& spec, const Layout& layout,
+                           const MemoryEstimate& e, const ExplainOptions& o);
+
+// One line for `check`: fits or not, by how much, and the dominant term.
+std::string check_summary(const Spec& spec, const Layout& layout, const MemoryEstimate& e);
+
+std::string gib(std::int64_t bytes, int decimals = 2);
+
+}  // namespace paraplan

@@ -1,0 +1,216 @@
+#include "planner/spec_loader.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "planner/yaml_reader.hpp"
+
+namespace paraplan {
+
+namespace fs = std::filesystem;
+
+std::string read_text_file(const std::string& path, const std::string& field) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    throw SpecError(path, 0, field, "is a directory; expected a YAML or JSON file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw SpecError(path, 0, field, std::string("cannot read file: ") + std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+namespace {
+
+bool looks_like_json(const std::string& path, const std::string& text) {
+  if (fs::path(path).extension() == ".json") return true;
+  const size_t i = text.find_first_not_of(" \t\r\n");
+  return i != std::string::npos && text[i] == '{';
+}
+
+void check_model(const Model& m, const MapReader& r) {
+  if (m.num_kv_heads > m.num_attention_heads || m.num_attention_heads % m.num_kv_heads)
+    r.fail("num_kv_heads", "expected a divisor of num_attention_heads " +
+                               std::to_string(m.num_attention_heads) + ", got " +
+                               std::to_string(m.num_kv_heads));
+  if (!r.has("head_dim") && m.hidden_size % m.num_attention_heads)
+    r.fail("hidden_size", "expected a multiple of num_attention_heads " +
+                              std::to_string(m.num_attention_heads) + " (or give head_dim), got " +
+                              std::to_string(m.hidden_size));
+}
+
+int to_int(const MapReader& r, const char* key, std::int64_t v) {
+  if (v > 2'000'000'000) r.fail(key, "value " + std::to_string(v) + " is too large");
+  return int(v);
+}
+
+}  // namespace
+
+Model model_from_yaml(const YAML::Node& node, const std::string& file, const std::string& prefix) {
+  const MapReader r(node, file, prefix,
+                    {"name", "source", "num_layers", "hidden_size", "num_attention_heads",
+                     "num_kv_heads", "head_dim", "ffn_hidden_size", "vocab_size", "activation",
+                     "normalization", "tie_embeddings", "bias", "qkv_bias", "position_embedding",
+                     "max_position_embeddings", "hidden_dropout", "attention_dropout",
+                     "published_params"});
+  Model m;
+  m.name = r.get_string("name");
+  m.source = r.opt_string("source", "");
+  m.num_layers = to_int(r, "num_layers", r.get_int("num_layers", 1));
+  m.hidden_size = to_int(r, "hidden_size", r.get_int("hidden_size", 1));
+  m.num_attention_heads = to_int(r, "num_attention_heads", r.get_int("num_attention_heads", 1));
+  m.num_kv_heads = to_int(r, "num_kv_heads", r.opt_int("num_kv_heads", m.num_attention_heads, 1));
+  m.head_dim = to_int(r, "head_dim", r.opt_int("head_dim", m.hidden_size / m.num_attention_heads, 1));
+  m.ffn_hidden_size = to_int(r, "ffn_hidden_size", r.get_int("ffn_hidden_size", 1));
+  m.vocab_size = to_int(r, "vocab_size", r.get_int("vocab_size", 1));
+  m.activation = Activation(r.get_choice("activation", {"gelu", "swiglu"}));
+  m.normalization = Normalization(r.get_choice("normalization", {"layernorm", "rmsnorm"}));
+  m.tie_embeddings = r.get_bool("tie_embeddings");
+  m.bias = r.opt_bool("bias", false);
+  m.qkv_bias = r.opt_bool("qkv_bias", false);
+  m.position_embedding = PositionEmbedding(r.get_choice("position_embedding", {"rope", "learned"}));
+  if (m.position_embedding == PositionEmbedding::kLearned)
+    m.max_position_embeddings =
+        to_int(r, "max_position_embeddings", r.get_int("max_position_embeddings", 1));
+  else
+    m.max_position_embeddings = to_int(r, "max_position_embeddings",
+                                       r.opt_int("max_position_embeddings", 0, 1));
+  m.hidden_dropout = r.opt_number("hidden_dropout", 0.0, 0.0, 1.0, false);
+  m.attention_dropout = r.opt_number("attention_dropout", 0.0, 0.0, 1.0, false);
+  m.published_params = r.opt_int("published_params", 0, 1);
+  check_model(m, r);
+  return m;
+}
+
+Cluster cluster_from_yaml(const YAML::Node& node, const std::string& file,
+                          const std::string& prefix) {
+  const MapReader r(node, file, prefix,
+                    {"name", "source", "gpu", "gpus_per_node", "intra_node", "inter_node",
+                     "runtime_overhead_gib", "fragmentation"});
+  Cluster c;
+  c.name = r.get_string("name");
+  c.source = r.opt_string("source", "");
+  if (!r.has("gpu")) r.fail("gpu", "missing required key");
+  const MapReader g(r.child("gpu"), file, prefix + "gpu.",
+                    {"name", "memory_gib", "peak_tflops_bf16", "hbm_bandwidth_gbs"});
+  c.gpu.name = g.get_string("name");
+  c.gpu.memory_gib = g.get_number("memory_gib", 1e-9, HUGE_VAL, true);
+  c.gpu.peak_tflops_bf16 = g.get_number("peak_tflops_bf16", 1e-9, HUGE_VAL, true);
+  c.gpu.hbm_bandwidth_gbs = g.get_number("hbm_bandwidth_gbs", 1e-9, HUGE_VAL, true);
+  c.gpus_per_node = to_int(r, "gpus_per_node", r.get_int("gpus_per_node", 1));
+  for (const char* level : {"intra_node", "inter_node"}) {
+    if (!r.has(level)) r.fail(level, "missing required key");
+    const MapReader l(r.child(level), file, prefix + level + ".", {"bandwidth_gbs", "latency_us"});
+    Link& link = std::string(level) == "intra_node" ? c.intra_node : c.inter_node;
+    link.bandwidth_gbs = l.get_number("bandwidth_gbs", 1e-9, HUGE_VAL, true);
+    link.latency_us = l.get_number("latency_us", 0, HUGE_VAL, true);
+  }
+  c.runtime_overhead_gib = r.get_number("runtime_overhead_gib", 0, HUGE_VAL, true);
+  c.fragmentation = r.get_number("fragmentation", 0, 1, false);
+  return c;
+}
+
+Model load_model_file(const std::string& path) {
+  const std::string text = read_text_file(path);
+  if (looks_like_json(path, text)) return model_from_hf_json(text, path);
+  return model_from_yaml(parse_yaml(text, path), path, "");
+}
+
+Cluster load_cluster_file(const std::string& path) {
+  return cluster_from_yaml(parse_yaml(read_text_file(path), path), path, "");
+}
+
+namespace {
+
+void load_training(const MapReader& top, const std::string& file, Training* t) {
+  if (!top.has("training")) top.fail("training", "missing required key");
+  const MapReader r(top.child("training"), file, "training.",
+                    {"seq_length", "global_batch_size", "precision", "grad_dtype", "optimizer",
+                     "optimizer_state_bytes", "flash_attention", "grad_bucket_params"});
+  t->seq_length = to_int(r, "seq_length", r.get_int("seq_length", 1));
+  t->global_batch_size = to_int(r, "global_batch_size", r.get_int("global_batch_size", 1));
+  t->precision = DType(r.opt_choice("precision", 0, {"bf16", "fp16", "fp32"}));
+  // Default gradients: the compute precision (16-bit grads as in the ZeRO paper).
+  t->grad_dtype = DType(r.opt_choice("grad_dtype", t->precision == DType::kFp32 ? 2 : 0,
+                                     {"bf16", "fp16", "fp32"}));
+  if (t->grad_dtype == DType::kFp16 && t->precision != DType::kFp16)
+    r.fail("grad_dtype", "expected bf16 or fp32 (fp16 gradients need precision fp16)");
+  t->optimizer = OptimizerKind(r.opt_choice("optimizer", 0, {"adam", "sgd"}));
+  t->optimizer_state_bytes =
+      r.opt_number("optimizer_state_bytes",
+                   default_optimizer_state_bytes(t->optimizer, t->precision), 0, HUGE_VAL, true);
+  t->flash_attention = r.opt_bool("flash_attention", true);
+  t->grad_bucket_params = r.opt_int("grad_bucket_params", t->grad_bucket_params, 1);
+}
+
+void load_search(const MapReader& top, const std::string& file, SearchSpace* s) {
+  if (!top.has("search")) return;
+  const MapReader r(top.child("search"), file, "search.",
+                    {"dp", "tp", "pp", "vpp", "sp", "zero", "recompute", "mbs", "schedule",
+                     "allow_tp_across_nodes"});
+  auto ints = [&](const char* k, std::int64_t min_v, std::vector<int>* out) {
+    for (auto v : r.opt_int_list(k, min_v)) out->push_back(to_int(r, k, v));
+  };
+  ints("dp", 1, &s->dp);
+  ints("tp", 1, &s->tp);
+  ints("pp", 1, &s->pp);
+  ints("vpp", 1, &s->vpp);
+  ints("mbs", 1, &s->mbs);
+  ints("zero", 0, &s->zero);
+  for (int z : s->zero)
+    if (z > 3) r.fail("zero", "expected ZeRO stages 0-3, got " + std::to_string(z));
+  ints("sp", 0, &s->sp);
+  for (int x : s->sp)
+    if (x > 1) r.fail("sp", "expected 0 or 1, got " + std::to_string(x));
+  for (int x : r.opt_choice_list("recompute", {"none", "selective", "full"}))
+    s->recompute.push_back(Recompute(x));
+  for (int x : r.opt_choice_list("schedule", {"1f1b", "gpipe"})) s->schedule.push_back(Schedule(x));
+  s->allow_tp_across_nodes = r.opt_bool("allow_tp_across_nodes", false);
+}
+
+// `model:` / `cluster:` is a path relative to the spec, or an inline mapping.
+template <class T, class FromFile, class FromYaml>
+T load_part(const MapReader& top, const char* key, const std::string& file, FromFile from_file,
+            FromYaml from_yaml) {
+  if (!top.has(key)) top.fail(key, "missing required key");
+  const YAML::Node n = top.child(key);
+  if (n.IsMap()) return from_yaml(n, file, std::string(key) + ".");
+  if (!n.IsScalar()) top.fail(key, "expected a file path or a mapping");
+  fs::path p(n.Scalar());
+  if (p.is_relative()) p = fs::path(file).parent_path() / p;
+  std::error_code ec;
+  if (!fs::exists(p, ec))
+    top.fail(key, "file not found: " + p.lexically_normal().string());
+  return from_file(p.lexically_normal().string());
+}
+
+}  // namespace
+
+Spec load_spec_file(const std::string& path) {
+  const YAML::Node root = parse_yaml(read_text_file(path), path);
+  const MapReader r(root, path, "",
+                    {"model", "cluster", "num_nodes", "training", "memory_headroom", "search",
+                     "layout"});
+  Spec s;
+  s.model = load_part<Model>(r, "model", path, load_model_file, model_from_yaml);
+  s.cluster = load_part<Cluster>(r, "cluster", path, load_cluster_file, cluster_from_yaml);
+  s.num_nodes = to_int(r, "num_nodes", r.get_int("num_nodes", 1));
+  load_training(r, path, &s.training);
+  s.memory_headroom = r.opt_number("memory_headroom", 0.05, 0.0, 1.0, false);
+  load_search(r, path, &s.search);
+  if (r.has("layout")) {
+    s.default_layout = r.get_string("layout");
+    try {
+      (void)parse_layout(*s.default_layout);
+    } catch (const LayoutError& e) {
+      r.fail("layout", std::string(e.field()) + ": " + e.what());
+    }
+  }
+  return s;
+}
+
+}  // namespace paraplan

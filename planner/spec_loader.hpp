@@ -1,0 +1,34 @@
+// Loading specs from YAML (and HuggingFace config.json for models). Strict:
+// unknown keys, wrong types and impossible values are SpecErrors naming the
+// file, line and field.
+#pragma once
+
+#include <string>
+
+#include "costmodel/spec.hpp"
+#include "planner/spec_error.hpp"
+
+namespace YAML {
+class Node;
+}
+
+namespace paraplan {
+
+// A model file: paraplan YAML, or a HuggingFace config.json (by extension or
+// leading '{').
+Model load_model_file(const std::string& path);
+Cluster load_cluster_file(const std::string& path);
+// A plan spec; `model` and `cluster` are paths relative to it or inline maps.
+Spec load_spec_file(const std::string& path);
+
+// The same from already parsed YAML (file names only label errors).
+Model model_from_yaml(const YAML::Node& node, const std::string& file, const std::string& prefix);
+Cluster cluster_from_yaml(const YAML::Node& node, const std::string& file,
+                          const std::string& prefix);
+// HuggingFace config.json text.
+Model model_from_hf_json(const std::string& text, const std::string& file);
+
+// Reads a whole file or throws SpecError("cannot read").
+std::string read_text_file(const std::string& path, const std::string& field = "");
+
+}  // namespace paraplan

@@ -1,0 +1,139 @@
+// The canonical layout form, Megatron-LM arguments and DeepSpeed configs.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <fstream>
+
+#include "costmodel/layout.hpp"
+#include "planner/layout_source.hpp"
+#include "test_helpers.hpp"
+
+using namespace paraplan;
+
+TEST_CASE("canonical layout text round-trips", "[layout]") {
+  const char* text = "dp=8,tp=8,pp=4,vpp=2,sp=1,zero=1,recompute=selective,mbs=1,schedule=1f1b";
+  const Layout l = parse_layout(text);
+  CHECK(l.dp == 8);
+  CHECK(l.tp == 8);
+  CHECK(l.pp == 4);
+  CHECK(l.vpp == 2);
+  CHECK(l.sp);
+  CHECK(l.zero == 1);
+  CHECK(l.recompute == Recompute::kSelective);
+  CHECK(l.interleaved());
+  CHECK(to_string(l) == text);
+  CHECK(parse_layout(to_string(l)) == l);
+}
+
+TEST_CASE("unnamed fields take defaults; interleaved is 1f1b with vpp", "[layout]") {
+  const Layout l = parse_layout(" tp = 2 , pp=2 ");
+  CHECK(l.dp == 0);  // derived from the GPU count later
+  CHECK(l.vpp == 1);
+  CHECK(l.zero == 0);
+  CHECK(l.mbs == 1);
+  CHECK(l.recompute == Recompute::kNone);
+  CHECK(l.schedule == Schedule::k1F1B);
+  CHECK(parse_layout("pp=2,vpp=2,schedule=interleaved").interleaved());
+}
+
+TEST_CASE("bad layout text names the field", "[layout]") {
+  struct Case {
+    const char* text;
+    const char* field;
+  };
+  for (const Case c : {Case{"tp=0", "tp"}, Case{"tp=two", "tp"}, Case{"zero=4", "zero"},
+                       Case{"recompute=partial", "recompute"}, Case{"sp=2", "sp"},
+                       Case{"foo=1", "foo"}, Case{"tp", "tp"}, Case{"schedule=interleaved", "schedule"},
+                       Case{"", "layout"}}) {
+    INFO(c.text);
+    try {
+      parse_layout(c.text);
+      FAIL("expected a LayoutError");
+    } catch (const LayoutError& e) {
+      CHECK(e.field() == c.field);
+    }
+  }
+}
+
+TEST_CASE("resolve_layout derives dp and rejects impossible layouts", "[layout]") {
+  Spec s = test::spec_for(test::model("llama-3.1-70b"), 8, 8192, 64);
+  s.num_nodes = 8;  // 64 GPUs
+  Layout l = parse_layout("tp=8,pp=4,vpp=5");
+  REQUIRE(!resolve_layout(s, &l));
+  CHECK(l.dp == 2);
+  struct Case {
+    const char* text;
+    Invalid reason;
+  };
+  for (const Case c : {Case{"dp=3,tp=8,pp=4", Invalid::kGpuCount},
+                       Case{"tp=3,pp=1,dp=1", Invalid::kGpuCount},
+                       Case{"tp=16,pp=4", Invalid::kKvHeadsTp},  // 8 kv heads
+                       Case{"tp=8,pp=3", Invalid::kGpuCount},
+                       Case{"tp=4,pp=16,vpp=2", Invalid::kLayersPp},  // 80 % 32
+                       Case{"tp=8,pp=8,mbs=3", Invalid::kBatch},      // 64 % 3
+                       Case{"tp=8,pp=4,vpp=2,mbs=4", Invalid::kInterleavedMicrobatches},  // m = 8? no: 64/(2·4) = 8 ok
+                       Case{"tp=8,pp=1,vpp=2", Invalid::kVpp}}) {
+    Layout x = parse_layout(c.text);
+    s.search.allow_tp_across_nodes = true;
+    const auto p = resolve_layout(s, &x);
+    INFO(c.text);
+    if (c.reason == Invalid::kInterleavedMicrobatches) {
+      CHECK(!p);  // 8 micro-batches divide pp 4: valid
+      continue;
+    }
+    REQUIRE(p);
+    CHECK(p->reason == c.reason);
+  }
+  // 64 / (dp 2 · mbs 4) = 8 micro-batches; pp 16 would need them divisible by 16.
+  Spec s2 = s;
+  s2.training.global_batch_size = 24;
+  Layout y = parse_layout("tp=8,pp=4,vpp=5,mbs=1");  // m = 12, 12 % 4 == 0
+  CHECK(!resolve_layout(s2, &y));
+  s2.training.global_batch_size = 20;  // m = 10, 10 % 4 != 0
+  Layout z = parse_layout("tp=8,pp=4,vpp=5,mbs=1");
+  const auto pz = resolve_layout(s2, &z);
+  REQUIRE(pz);
+  CHECK(pz->reason == Invalid::kInterleavedMicrobatches);
+}
+
+TEST_CASE("Megatron-LM arguments give the same layout", "[layout][megatron]") {
+  Spec s = test::spec_for(test::model("llama-3.1-70b"), 8, 8192, 64);
+  s.num_nodes = 8;
+  LayoutRequest r;
+  r.megatron_args =
+      "--num-layers 80 --hidden-size 8192 --tensor-model-parallel-size 8 \\\n"
+      " --pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 4 "
+      "--sequence-parallel --recompute-granularity selective --micro-batch-size 1 "
+      "--use-distributed-optimizer --global-batch-size 128 --lr 3e-4 --bf16";
+  const Layout l = layout_from_sources(&s, "spec.yaml", r);
+  CHECK(to_string(l) == "dp=2,tp=8,pp=4,vpp=5,sp=1,zero=1,recompute=selective,mbs=1,schedule=1f1b");
+  CHECK(s.training.global_batch_size == 128);
+  // A model-shape flag that disagrees with the spec is an error naming the flag.
+  Spec s2 = s;
+  r.megatron_args = "--num-layers 32 --tensor-model-parallel-size 8";
+  CHECK_THROWS_WITH(layout_from_sources(&s2, "spec.yaml", r), Catch::Contains("80"));
+}
+
+TEST_CASE("DeepSpeed config gives zero stage, micro-batch and batch", "[layout][deepspeed]") {
+  Spec s = test::spec_for(test::model("llama-2-7b"), 8, 4096, 64);
+  const std::string path = "/tmp/paraplan_test_ds.json";
+  std::ofstream(path) << R"({"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4,
+    "zero_optimization": {"stage": 3, "overlap_comm": true}, "bf16": {"enabled": true}})";
+  LayoutRequest r;
+  r.deepspeed_config = path;
+  const Layout l = layout_from_sources(&s, "spec.yaml", r);
+  CHECK(l.zero == 3);
+  CHECK(l.mbs == 2);
+  CHECK(l.dp == 8);
+  // train_batch_size = micro 2 × accumulation 4 × dp 8 = 64.
+  CHECK(s.training.global_batch_size == 64);
+  // Combined with --layout for what DeepSpeed does not hold; conflicts are errors.
+  r.layout = "tp=2,recompute=full";
+  const Layout l2 = layout_from_sources(&s, "spec.yaml", r);
+  CHECK(l2.tp == 2);
+  CHECK(l2.dp == 4);
+  CHECK(l2.recompute == Recompute::kFull);
+  r.layout = "tp=2,zero=1";
+  CHECK_THROWS_WITH(layout_from_sources(&s, "spec.yaml", r), Catch::Contains("conflicts"));
+  std::remove(path.c_str());
+}

@@ -1,0 +1,141 @@
+// Memory model: model state (ZeRO), whole-stage breakdowns worked out by hand.
+#include <catch2/catch.hpp>
+
+#include "costmodel/activations.hpp"
+#include "costmodel/memory.hpp"
+#include "test_helpers.hpp"
+
+using namespace paraplan;
+
+TEST_CASE("mixed-precision Adam: 16 bytes/param, a 7B model needs 112 GB", "[memory][zero]") {
+  // 2 (bf16 weights) + 2 (bf16 grads) + 12 (fp32 master, m, v).
+  const ModelState ms = model_state_bytes(7'000'000'000, 0, 1, 2, 2, 12);
+  CHECK(ms.total() == 112'000'000'000);
+  CHECK(ms.weights == 14'000'000'000);
+  CHECK(ms.optimizer == 84'000'000'000);
+}
+
+TEST_CASE("ZeRO paper example: Psi = 7.5B, N_d = 64", "[memory][zero]") {
+  // Rajbhandari et al. 2020, Figure 1: 120 GB, 31.4 GB, 16.6 GB, 1.9 GB.
+  const std::int64_t psi = 7'500'000'000;
+  const double expect_gb[] = {120.0, 31.4, 16.6, 1.9};
+  // Exact values by hand: 16Ψ; 4Ψ + 12Ψ/64; 2Ψ + 14Ψ/64; 16Ψ/64.
+  const std::int64_t exact[] = {120'000'000'000, 31'406'250'000, 16'640'625'000, 1'875'000'000};
+  for (int stage = 0; stage <= 3; ++stage) {
+    const ModelState ms = model_state_bytes(psi, stage, 64, 2, 2, 12);
+    INFO("ZeRO stage " << stage);
+    CHECK(ms.total() == exact[stage]);
+    CHECK(std::round(double(ms.total()) / 1e8) / 10 == Approx(expect_gb[stage]));
+  }
+}
+
+TEST_CASE("Megatron distributed optimizer: 6 + 12/d bytes/param with fp32 grads", "[memory][zero]") {
+  // FACTS.md: --use-distributed-optimizer ≈ ZeRO-1, bf16 params + fp32 grads.
+  const ModelState ms = model_state_bytes(8'000'000'000, 1, 8, 2, 4, 12);
+  CHECK(ms.total() == 8'000'000'000LL * 6 + 8'000'000'000LL * 12 / 8);
+}
+
+TEST_CASE("Llama-2-7B on 8 GPUs, dp=8 zero=1, by hand", "[memory]") {
+  Spec s = test::spec_for(test::model("llama-2-7b"), 8, 4096, 64);
+  s.training.grad_dtype = DType::kFp32;
+  s.training.flash_attention = true;
+  Layout l = parse_layout("tp=1,pp=1,zero=1,mbs=1,recompute=none");
+  REQUIRE(!resolve_layout(s, &l));
+  REQUIRE(l.dp == 8);
+  const MemoryBreakdown m = stage_memory(s, l, 0);
+  const std::int64_t psi = 6'738'415'616;
+  CHECK(m[Category::kWeights] == 2 * psi);
+  CHECK(m[Category::kGradients] == 4 * psi);
+  CHECK(m[Category::kOptimizer] == 12 * psi / 8);
+  // Activations: 32 layers × one micro-batch (pp = 1) × per-token bytes × s:
+  // per token (MHA, SwiGLU, flash, no dropout): 12h + 2·2h (K, V full width)
+  //   + 4·32 (LSE) + 6·11008 = 49,152 + 16,384 + 128 + 66,048 = 131,712.
+  // Plus the last stage's final-norm and output inputs 2·2h·s and the fp32
+  // softmax 4·32000·s.
+  const std::int64_t s_ = 4096, h = 4096;
+  CHECK(m[Category::kActivations] == 32 * s_ * 131'712 + 4 * h * s_ + 4 * 32000 * s_);
+  // No SP, no pp, zero 1: no communication buffers.
+  CHECK(m[Category::kComm] == 0);
+  // Transient: larger of the logits (2·s·V = 262,144,000) and the backward working set
+  // 2 buffers × 2 B × s × max(h, 2·ffn = 22016) = 360,710,144.
+  CHECK(m[Category::kTransient] == 2 * 2 * s_ * 22016);
+}
+
+TEST_CASE("explain terms add up to the breakdown", "[memory]") {
+  Spec s = test::spec_for(test::model("llama-3.1-70b"), 64, 8192, 256);
+  for (const char* text : {"tp=8,pp=4,vpp=5,sp=1,zero=1,recompute=selective,mbs=1",
+                           "tp=4,pp=2,zero=3,recompute=full,mbs=2", "tp=8,pp=8,schedule=gpipe,zero=2"}) {
+    Layout l = parse_layout(text);
+    REQUIRE(!resolve_layout(s, &l));
+    for (int st = 0; st < l.pp; ++st) {
+      const MemoryBreakdown m = stage_memory(s, l, st);
+      MemoryBreakdown sum;
+      for (const Term& t : stage_terms(s, l, st)) sum[t.category] += t.bytes;
+      INFO(text << " stage " << st);
+      CHECK(sum.bytes == m.bytes);
+    }
+  }
+}
+
+TEST_CASE("embedding lives on the first stage, output layer on the last", "[memory]") {
+  // Llama-2-7B, pp = 4, tp = 2: 8 layers per stage; vocab rows per tp rank 16000.
+  const Model mdl = test::model("llama-2-7b");
+  Layout l = parse_layout("dp=1,tp=2,pp=4");
+  const std::int64_t layer = (4 * 4096LL * 4096 + 3 * 4096LL * 11008) / 2 + 2 * 4096;
+  CHECK(stage_params(mdl, l, 1).total() == 8 * layer);
+  CHECK(stage_params(mdl, l, 0).total() == 8 * layer + 16000LL * 4096);
+  CHECK(stage_params(mdl, l, 3).total() == 8 * layer + 16000LL * 4096 + 4096);
+  // Tied embeddings with pp > 1: the last stage keeps a copy (Megatron-LM).
+  Model tied = mdl;
+  tied.tie_embeddings = true;
+  CHECK(stage_params(tied, l, 3).output == 16000LL * 4096);
+  l.pp = 1;
+  CHECK(stage_params(tied, l, 0).output == 0);
+}
+
+TEST_CASE("1F1B: stage 0 holds p micro-batches of activations, the last stage one", "[memory]") {
+  const Model m = test::gpt_style(8, 1024, 16, 32000);
+  Spec s = test::spec_for(m, 4, 1024, 16);
+  s.training.flash_attention = false;
+  Layout l = parse_layout("dp=1,tp=1,pp=4,mbs=1");
+  REQUIRE(!resolve_layout(s, &l));
+  const std::int64_t per_layer =
+      layer_activation_bytes(m, false, Recompute::kNone, ActShape{1024, 1, 1, false, 2});
+  // Stage 1 (no embedding, no output): 2 layers × min(4 − 1, 16) = 3 micro-batches.
+  CHECK(stage_memory(s, l, 1)[Category::kActivations] == 3 * 2 * per_layer);
+  // Stage 0: 4 in flight, plus 4 embedding dropout masks of s·h bytes.
+  CHECK(stage_memory(s, l, 0)[Category::kActivations] == 4 * 2 * per_layer + 4 * 1024 * 1024);
+  // ZeRO-0, pp > 1: comm holds two p2p buffers of s·b·h·2 bytes.
+  CHECK(stage_memory(s, l, 1)[Category::kComm] == 2 * 1024 * 1024 * 2);
+  // GPipe: every stage holds all 16.
+  l.schedule = Schedule::kGPipe;
+  CHECK(stage_memory(s, l, 1)[Category::kActivations] == 16 * 2 * per_layer);
+}
+
+TEST_CASE("runtime and fragmentation come from the cluster spec", "[memory]") {
+  Spec s = test::spec_for(test::model("llama-2-7b"), 8, 4096, 64);
+  s.cluster.runtime_overhead_gib = 1.5;
+  s.cluster.fragmentation = 0.05;
+  Layout l = parse_layout("tp=8,zero=0");
+  REQUIRE(!resolve_layout(s, &l));
+  const MemoryBreakdown m = stage_memory(s, l, 0);
+  CHECK(m[Category::kRuntime] == std::int64_t(1.5 * 1024 * 1024 * 1024));
+  const std::int64_t tensors = m.total() - m[Category::kRuntime] - m[Category::kFragmentation];
+  CHECK(m[Category::kFragmentation] == std::llround(0.05 * double(tensors)));
+}
+
+TEST_CASE("fits within headroom", "[memory]") {
+  Spec s = test::spec_for(test::model("llama-2-7b"), 8, 4096, 64);
+  s.cluster.gpu.memory_gib = 80;
+  s.memory_headroom = 0.05;
+  Layout l = parse_layout("tp=1,zero=0");
+  REQUIRE(!resolve_layout(s, &l));
+  const MemoryEstimate e = estimate_memory(s, l);
+  // 16 B × 6.74e9 = 107.8 GB of model state alone: cannot fit 76 GiB.
+  CHECK_FALSE(e.fits);
+  CHECK(e.headroom_bytes == std::llround(0.05 * 80 * 1073741824.0));
+  CHECK(e.margin_bytes == e.usable_bytes - e.peak_bytes);
+  l = parse_layout("tp=1,zero=3");
+  REQUIRE(!resolve_layout(s, &l));
+  CHECK(estimate_memory(s, l).fits);
+}

@@ -1,0 +1,72 @@
+// Parameter counts of the shipped models against their published counts.
+#include <catch2/catch.hpp>
+
+#include "costmodel/model.hpp"
+#include "test_helpers.hpp"
+
+using namespace paraplan;
+
+TEST_CASE("shipped models match their published parameter counts within 0.5%", "[params]") {
+  struct Case {
+    const char* file;
+    double published;
+    const char* source;
+  };
+  const Case cases[] = {
+      {"llama-2-7b", 6'738'415'616, "FACTS.md (HF weights, less rotary inv_freq buffers)"},
+      {"llama-2-13b", 13'015'864'320, "FACTS.md"},
+      {"llama-2-70b", 68'976'648'192, "FACTS.md"},
+      {"llama-3.1-8b", 8'030'261'248, "FACTS.md / HF model card"},
+      {"llama-3.1-70b", 70'553'706'496, "FACTS.md / HF model card"},
+      {"llama-3.1-405b", 405'853'388'800, "FACTS.md / HF model card"},
+      {"gpt3-175b", 175.0e9, "GPT-3 paper, Table 2.1"},
+      {"mistral-7b", 7'241'732'096, "FACTS.md"},
+      {"qwen2.5-7b", 7'615'616'512, "FACTS.md"},
+      {"qwen2.5-72b", 72'706'203'648, "FACTS.md"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.file << " vs " << c.source);
+    const double n = double(total_params(test::model(c.file)));
+    CHECK(std::abs(n - c.published) / c.published < 0.005);
+  }
+}
+
+TEST_CASE("parameter counts worked out by hand", "[params]") {
+  // Llama-2-7B: per layer 4·4096² (attention) + 3·4096·11008 (SwiGLU MLP) + 2·4096 (RMSNorms)
+  // = 67,108,864 + 135,266,304 + 8,192 = 202,383,360; ×32 = 6,476,267,520;
+  // + untied embedding and output 2·32000·4096 = 262,144,000; + final norm 4096.
+  CHECK(total_params(test::model("llama-2-7b")) == 6'476'267'520 + 262'144'000 + 4'096);
+  // GPT-3 175B: per layer 12h² + 13h (biases, 2 LayerNorms with bias), h = 12288:
+  // 1,812,099,072 × 96 = 173,961,510,912; tied embedding 50257·h = 617,558,016;
+  // positions 2048·h = 25,165,824; final LayerNorm 2h = 24,576 → 174,604,259,328.
+  CHECK(total_params(test::model("gpt3-175b")) == 174'604'259'328);
+  // Llama-3.1-70B, GQA: attention 2·8192² + 2·8192·1024 = 150,994,944; MLP 3·8192·28672
+  // = 704,643,072; norms 16,384 → 855,654,400 per layer; ×80 = 68,452,352,000;
+  // + 2·128256·8192 = 2,101,346,304 + 8192 = 70,553,706,496.
+  CHECK(total_params(test::model("llama-3.1-70b")) == 70'553'706'496);
+}
+
+TEST_CASE("HuggingFace config.json gives the same model as the YAML", "[params][hf]") {
+  struct Case {
+    const char* hf;
+    const char* yaml;
+  };
+  for (const Case c : {Case{"llama-2-7b-hf", "llama-2-7b"}, Case{"llama-3.1-70b", "llama-3.1-70b"},
+                       Case{"qwen2.5-7b", "qwen2.5-7b"}, Case{"mistral-7b-v0.1", "mistral-7b"}}) {
+    INFO(c.hf);
+    const Model hf = load_model_file(test::repo(std::string("tests/data/hf/") + c.hf + "/config.json"));
+    const Model y = test::model(c.yaml);
+    CHECK(hf.num_layers == y.num_layers);
+    CHECK(hf.num_kv_heads == y.num_kv_heads);
+    CHECK(hf.activation == y.activation);
+    CHECK(hf.normalization == y.normalization);
+    CHECK(hf.tie_embeddings == y.tie_embeddings);
+    CHECK(hf.has_qkv_bias() == y.has_qkv_bias());
+    CHECK(total_params(hf) == total_params(y));
+  }
+  // GPT-2 small: 124,439,808 weights (12 layers, 768 wide, vocab 50257, 1024 positions, tied).
+  const Model g = load_model_file(test::repo("tests/data/hf/gpt2/config.json"));
+  CHECK(g.ffn_hidden_size == 3072);
+  CHECK(g.position_embedding == PositionEmbedding::kLearned);
+  CHECK(total_params(g) == 124'439'808);
+}

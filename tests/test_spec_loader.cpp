@@ -1,0 +1,82 @@
+// Loading the shipped specs, defaults, and strictness of the YAML reader.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "planner/spec_loader.hpp"
+#include "planner/yaml_reader.hpp"
+#include "test_helpers.hpp"
+
+using namespace paraplan;
+
+TEST_CASE("every shipped example loads and its layout resolves", "[spec]") {
+  for (const auto& f : std::filesystem::directory_iterator(test::repo("configs/examples"))) {
+    INFO(f.path().string());
+    const Spec s = load_spec_file(f.path().string());
+    CHECK(s.num_gpus() > 0);
+    if (s.default_layout) {
+      Layout l = parse_layout(*s.default_layout);
+      const auto p = resolve_layout(s, &l, false);
+      CHECK(!p);
+    }
+  }
+}
+
+TEST_CASE("every shipped model and cluster loads", "[spec]") {
+  for (const char* dir : {"configs/models", "configs/clusters"})
+    for (const auto& f : std::filesystem::directory_iterator(test::repo(dir))) {
+      INFO(f.path().string());
+      if (std::string(dir) == "configs/models") CHECK(load_model_file(f.path().string()).num_layers > 0);
+      else CHECK(load_cluster_file(f.path().string()).gpus_per_node > 0);
+    }
+}
+
+TEST_CASE("training defaults", "[spec]") {
+  Training t;
+  CHECK(t.optimizer_state_bytes == 12);
+  CHECK(default_optimizer_state_bytes(OptimizerKind::kAdam, DType::kBf16) == 12);
+  CHECK(default_optimizer_state_bytes(OptimizerKind::kAdam, DType::kFp32) == 8);
+  CHECK(default_optimizer_state_bytes(OptimizerKind::kSgd, DType::kBf16) == 8);
+}
+
+TEST_CASE("closest key suggestions", "[spec]") {
+  const char* known[] = {"hidden_size", "num_layers", "num_attention_heads", "training"};
+  CHECK(closest_key("hiden_size", known, 4) == "hidden_size");
+  CHECK(closest_key("trainig", known, 4) == "training");
+  CHECK(closest_key("num_layer", known, 4) == "num_layers");
+  CHECK(closest_key("zzzzzzzzzzz", known, 4).empty());
+}
+
+TEST_CASE("model YAML errors name the field and the line", "[spec]") {
+  const std::string good =
+      "name: m\nnum_layers: 2\nhidden_size: 64\nnum_attention_heads: 4\nffn_hidden_size: 256\n"
+      "vocab_size: 100\nactivation: gelu\nnormalization: layernorm\ntie_embeddings: true\n"
+      "position_embedding: rope\n";
+  CHECK_NOTHROW(model_from_yaml(YAML::Load(good), "m.yaml", ""));
+  struct Case {
+    std::string yaml;
+    const char* field;
+    int line;
+  };
+  const Case cases[] = {
+      {good + "hiden: 3\n", "hiden", 11},
+      {"name: m\nnum_layers: 0\n", "num_layers", 2},
+      {"name: m\nnum_layers: -3\n", "num_layers", 2},
+      {"name: m\nnum_layers: two\n", "num_layers", 2},
+      {good + "num_kv_heads: 3\n", "num_kv_heads", 11},
+      {good + "hidden_dropout: 1.5\n", "hidden_dropout", 11},
+      {"name: m\nnum_layers: 2\nhidden_size: 64\nnum_attention_heads: 4\nffn_hidden_size: 256\n"
+       "vocab_size: 100\nactivation: relu\n", "activation", 7},
+  };
+  for (const Case& c : cases) {
+    INFO(c.yaml);
+    try {
+      model_from_yaml(YAML::Load(c.yaml), "m.yaml", "");
+      FAIL("expected a SpecError");
+    } catch (const SpecError& e) {
+      CHECK(e.field() == c.field);
+      CHECK(e.line() == c.line);
+      CHECK(e.file() == "m.yaml");
+    }
+  }
+}
