@@ -106,7 +106,7 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
   const std::int64_t layers_per_chunk = m.num_layers / (l.pp * l.vpp);
   out.add(Category::kActivations, "transformer layers", in_flight * layers_per_chunk * per_layer,
           [&] {
-            const char* unit = l.vpp > 1 ? "chunk forwards" : "micro-batches";
+            const char* unit = l.vpp > 1 ? "chunk forwards" : in_flight == 1 ? "micro-batch" : "micro-batches";
             return fmt::format("{} {} in flight ({} schedule) x {} layers x {} per layer ({} recompute)",
                                in_flight, unit,
                                l.schedule == Schedule::kGPipe ? "GPipe"

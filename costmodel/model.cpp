@@ -24,6 +24,13 @@ double default_optimizer_state_bytes(OptimizerKind o, DType precision) {
   return o == OptimizerKind::kAdam ? master + 8 : master + 4;  // Adam m+v; SGD momentum
 }
 
+void set_precision(Training* t, DType p) {
+  t->precision = p;
+  if (!t->grad_dtype_given) t->grad_dtype = p;
+  if (!t->optimizer_state_bytes_given)
+    t->optimizer_state_bytes = default_optimizer_state_bytes(t->optimizer, p);
+}
+
 namespace {
 std::int64_t norm_params(const Model& m) {
   // RMSNorm has a scale; LayerNorm a scale and a bias.

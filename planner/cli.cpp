@@ -23,16 +23,17 @@ struct LayoutOptions {
   std::optional<int> nodes;
   LayoutRequest req;
   std::string layout, megatron, deepspeed;
+  CLI::Option *layout_opt = nullptr, *megatron_opt = nullptr, *deepspeed_opt = nullptr;
 };
 
 void add_layout_options(CLI::App* cmd, LayoutOptions* o) {
   cmd->add_option("SPEC", o->spec, "plan spec (YAML)")->required();
-  cmd->add_option("--layout", o->layout,
+  o->layout_opt = cmd->add_option("--layout", o->layout,
                   "layout, e.g. dp=8,tp=8,pp=4,vpp=2,sp=1,zero=1,recompute=selective,mbs=1,schedule=1f1b");
-  cmd->add_option("--megatron-args", o->megatron,
+  o->megatron_opt = cmd->add_option("--megatron-args", o->megatron,
                   "the layout as Megatron-LM arguments, e.g. \"--tensor-model-parallel-size 8 ...\"");
-  cmd->add_option("--deepspeed-config", o->deepspeed, "the layout from a DeepSpeed JSON config");
-  cmd->add_option("--nodes", o->nodes, "override num_nodes of the spec")->check(CLI::PositiveNumber);
+  o->deepspeed_opt = cmd->add_option("--deepspeed-config", o->deepspeed, "the layout from a DeepSpeed JSON config");
+  cmd->add_option("--nodes", o->nodes, "override num_nodes of the spec")->check(CLI::Range(1, kMaxGpus));
   cmd->add_option("--format", o->format, "table | json | markdown")
       ->check(CLI::IsMember({"table", "json", "markdown", "md"}));
 }
@@ -48,10 +49,16 @@ Loaded load(LayoutOptions& o) {
   if (!parse_format(o.format, &r.format))
     throw SpecError("--format", 0, "", "expected table, json or markdown");
   r.spec = load_spec_file(o.spec);
-  if (o.nodes) r.spec.num_nodes = *o.nodes;
-  if (!o.layout.empty()) o.req.layout = o.layout;
-  if (!o.megatron.empty()) o.req.megatron_args = o.megatron;
-  if (!o.deepspeed.empty()) o.req.deepspeed_config = o.deepspeed;
+  if (o.nodes) {
+    if (std::int64_t(*o.nodes) * r.spec.cluster.gpus_per_node > kMaxGpus)
+      throw SpecError("--nodes", 0, "", "expected at most " +
+                                            std::to_string(kMaxGpus / r.spec.cluster.gpus_per_node) +
+                                            " nodes of " + std::to_string(r.spec.cluster.gpus_per_node) + " GPUs");
+    r.spec.num_nodes = *o.nodes;
+  }
+  if (o.layout_opt->count()) o.req.layout = o.layout;
+  if (o.megatron_opt->count()) o.req.megatron_args = o.megatron;
+  if (o.deepspeed_opt->count()) o.req.deepspeed_config = o.deepspeed;
   r.layout = layout_from_sources(&r.spec, o.spec, o.req);
   return r;
 }

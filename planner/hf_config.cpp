@@ -32,15 +32,16 @@ struct HfReader {
   [[noreturn]] void fail(const char* key, const std::string& msg) const {
     throw SpecError(file, 0, key, msg);
   }
-  int get_int(std::initializer_list<const char*> keys, int def, bool required) const {
+  int get_int(std::initializer_list<const char*> keys, int def, bool required,
+              long long max = 2'000'000'000) const {
     const json* v = find(keys);
     const char* name = *keys.begin();
     if (!v) {
       if (required) fail(name, "missing required key in HuggingFace config");
       return def;
     }
-    if (!v->is_number_integer() || v->get<long long>() < 1 || v->get<long long>() > 2'000'000'000)
-      fail(name, "expected a positive integer, got " + v->dump());
+    if (!v->is_number_integer() || v->get<long long>() < 1 || v->get<long long>() > max)
+      fail(name, "expected a positive integer up to " + std::to_string(max) + ", got " + v->dump());
     return v->get<int>();
   }
   double get_number(std::initializer_list<const char*> keys, double def) const {
@@ -71,8 +72,7 @@ Model model_from_hf_json(const std::string& text, const std::string& file) {
   try {
     j = json::parse(text);
   } catch (const json::parse_error& e) {
-    throw SpecError(file, line_of_offset(text, e.byte), "", std::string("JSON syntax error: ") +
-                                                               e.what());
+    throw SpecError(file, line_of_offset(text, e.byte), "", json_error_text(e));
   }
   if (!j.is_object()) throw SpecError(file, 0, "", "expected a JSON object (HuggingFace config.json)");
   const HfReader r{j, file};
@@ -90,16 +90,21 @@ Model model_from_hf_json(const std::string& text, const std::string& file) {
   }
   if (m.name.empty()) m.name = "hf-model";
   m.source = "HuggingFace config.json: " + file;
-  m.num_layers = r.get_int({"num_hidden_layers", "n_layer"}, 0, true);
-  m.hidden_size = r.get_int({"hidden_size", "n_embd"}, 0, true);
-  m.num_attention_heads = r.get_int({"num_attention_heads", "n_head"}, 0, true);
-  m.num_kv_heads = r.get_int({"num_key_value_heads"}, m.num_attention_heads, false);
+  m.num_layers = r.get_int({"num_hidden_layers", "n_layer"}, 0, true, kMaxLayers);
+  m.hidden_size = r.get_int({"hidden_size", "n_embd"}, 0, true, kMaxWidth);
+  m.num_attention_heads = r.get_int({"num_attention_heads", "n_head"}, 0, true, kMaxHeads);
+  m.num_kv_heads = r.get_int({"num_key_value_heads"}, m.num_attention_heads, false, kMaxHeads);
   if (m.num_attention_heads % m.num_kv_heads)
     r.fail("num_key_value_heads", "expected a divisor of num_attention_heads " +
                                       std::to_string(m.num_attention_heads));
-  m.head_dim = r.get_int({"head_dim"}, m.hidden_size / m.num_attention_heads, false);
-  m.ffn_hidden_size = r.get_int({"intermediate_size", "n_inner"}, 4 * m.hidden_size, !gpt2);
-  m.vocab_size = r.get_int({"vocab_size"}, 0, true);
+  if (!j.contains("head_dim") && m.hidden_size % m.num_attention_heads)
+    r.fail("hidden_size", "expected a multiple of num_attention_heads " +
+                              std::to_string(m.num_attention_heads));
+  m.head_dim = r.get_int({"head_dim"}, m.hidden_size / m.num_attention_heads, false,
+                         kMaxWidth / m.num_attention_heads);
+  m.ffn_hidden_size =
+      r.get_int({"intermediate_size", "n_inner"}, 4 * m.hidden_size, !gpt2, kMaxWidth);
+  m.vocab_size = r.get_int({"vocab_size"}, 0, true, kMaxVocab);
 
   const std::string act = r.get_string(j.contains("activation_function") ? "activation_function"
                                                                          : "hidden_act",

@@ -60,6 +60,12 @@ int to_pos_int(const std::string& src, const std::string& flag, const std::strin
   return x;
 }
 
+int capped_int(const std::string& src, const std::string& flag, const std::string& v, int max) {
+  const int x = to_pos_int(src, flag, v, 1);
+  if (x > max) fail(src, flag, "expected at most " + std::to_string(max) + ", got " + v);
+  return x;
+}
+
 Draft from_megatron(const std::string& text, Spec* spec) {
   const std::string src = "--megatron-args";
   Draft d{Layout{}, {}, src};
@@ -100,10 +106,10 @@ Draft from_megatron(const std::string& text, Spec* spec) {
       else if (v == "selective") d.l.recompute = Recompute::kSelective;
       else fail(src, flag, "expected full or selective, got '" + v + "'");
       d.set.recompute = true;
-    } else if (flag == "--global-batch-size") spec->training.global_batch_size = to_pos_int(src, flag, val(), 1);
-    else if (flag == "--seq-length") spec->training.seq_length = to_pos_int(src, flag, val(), 1);
-    else if (flag == "--bf16") spec->training.precision = DType::kBf16;
-    else if (flag == "--fp16") spec->training.precision = DType::kFp16;
+    } else if (flag == "--global-batch-size") spec->training.global_batch_size = capped_int(src, flag, val(), kMaxBatch);
+    else if (flag == "--seq-length") spec->training.seq_length = capped_int(src, flag, val(), kMaxSeq);
+    else if (flag == "--bf16") set_precision(&spec->training, DType::kBf16);
+    else if (flag == "--fp16") set_precision(&spec->training, DType::kFp16);
     else if (flag == "--num-layers") model_must_match(spec->model.num_layers, "num_layers");
     else if (flag == "--hidden-size") model_must_match(spec->model.hidden_size, "hidden_size");
     else if (flag == "--num-attention-heads") model_must_match(spec->model.num_attention_heads, "num_attention_heads");
@@ -133,10 +139,10 @@ Draft from_deepspeed(const std::string& path, Spec* spec) {
     j = json::parse(text);
   } catch (const json::parse_error& e) {
     const size_t off = std::min<size_t>(e.byte, text.size());
-    throw SpecError(path, 1 + int(std::count(text.begin(), text.begin() + off, '\n')), "",
-                    std::string("JSON syntax error: ") + e.what());
+    throw SpecError(path, 1 + int(std::count(text.begin(), text.begin() + off, '\n')),
+                    "--deepspeed-config", json_error_text(e));
   }
-  if (!j.is_object()) fail(path, "", "expected a JSON object (DeepSpeed config)");
+  if (!j.is_object()) fail(path, "--deepspeed-config", "expected a JSON object (DeepSpeed config)");
   Draft d{Layout{}, {}, path};
   auto pos_int = [&](const json& v, const char* field, int min_v) {
     if (!v.is_number_integer() || v.get<long long>() < min_v || v.get<long long>() > 2'000'000'000)
@@ -163,10 +169,12 @@ Draft from_deepspeed(const std::string& path, Spec* spec) {
   for (const char* prec : {"bf16", "fp16"}) {
     auto p = j.find(prec);
     if (p != j.end() && p->is_object() && p->value("enabled", false))
-      spec->training.precision = std::string(prec) == "bf16" ? DType::kBf16 : DType::kFp16;
+      set_precision(&spec->training, std::string(prec) == "bf16" ? DType::kBf16 : DType::kFp16);
   }
   if (auto tb = j.find("train_batch_size"); tb != j.end())
     spec->training.global_batch_size = pos_int(*tb, "train_batch_size", 1);
+  if (spec->training.global_batch_size > kMaxBatch)
+    fail(path, "train_batch_size", "expected at most " + std::to_string(kMaxBatch));
   else if (auto ga = j.find("gradient_accumulation_steps"); ga != j.end() && d.set.mbs) {
     // train_batch_size = micro × accumulation × data-parallel ranks; dp comes
     // from the GPU count once tp and pp are known (see below).

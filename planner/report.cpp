@@ -143,13 +143,17 @@ std::string render_explain(Format f, const Spec& s, const Layout& l, const Memor
     return o;
   }
   o += header(s, l, e) + "\n";
+  // GiB for real models, MiB for the small ones tests and the CPU backend use.
+  const bool mib = e.peak_bytes < std::int64_t(kGiB);
+  const double unit = mib ? 1024.0 * 1024.0 : kGiB;
+  const auto cell = [&](std::int64_t b) { return fmt::format("{:.2f}", double(b) / unit); };
   o += fmt::format("{:>5}", "stage");
   for (auto c : kShort) o += fmt::format(" {:>9}", c);
-  o += fmt::format(" {:>9}   (GiB)\n", "total");
+  o += fmt::format(" {:>9}   ({})\n", "total", mib ? "MiB" : "GiB");
   for (size_t i = 0; i < e.stages.size(); ++i) {
     o += fmt::format("{:>5}", i);
-    for (auto b : e.stages[i].bytes) o += fmt::format(" {:>9}", gib(b));
-    o += fmt::format(" {:>9}{}\n", gib(e.stages[i].total()), int(i) == e.heaviest_stage ? "  <- heaviest" : "");
+    for (auto b : e.stages[i].bytes) o += fmt::format(" {:>9}", cell(b));
+    o += fmt::format(" {:>9}{}\n", cell(e.stages[i].total()), int(i) == e.heaviest_stage ? "  <- heaviest" : "");
   }
   o += "\n";
       o += verdict(s, e);

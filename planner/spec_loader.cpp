@@ -24,6 +24,15 @@ std::string read_text_file(const std::string& path, const std::string& field) {
   return ss.str();
 }
 
+std::string json_error_text(const std::exception& e) {
+  // nlohmann: "[json.exception.parse_error.101] parse error at line 1, column 35: syntax error …"
+  std::string w = e.what();
+  const size_t col = w.find("column ");
+  const size_t colon = col == std::string::npos ? std::string::npos : w.find(": ", col);
+  if (colon != std::string::npos) w = w.substr(colon + 2);
+  return "JSON syntax error: " + w;
+}
+
 namespace {
 
 bool looks_like_json(const std::string& path, const std::string& text) {
@@ -43,9 +52,13 @@ void check_model(const Model& m, const MapReader& r) {
                               std::to_string(m.hidden_size));
 }
 
-int to_int(const MapReader& r, const char* key, std::int64_t v) {
-  if (v > 2'000'000'000) r.fail(key, "value " + std::to_string(v) + " is too large");
+int capped(const MapReader& r, const char* key, std::int64_t v, std::int64_t max) {
+  if (v > max)
+    r.fail(key, "expected at most " + std::to_string(max) + ", got " + std::to_string(v));
   return int(v);
+}
+int to_int(const MapReader& r, const char* key, std::int64_t v) {
+  return capped(r, key, v, 2'000'000'000);
 }
 
 }  // namespace
@@ -60,13 +73,16 @@ Model model_from_yaml(const YAML::Node& node, const std::string& file, const std
   Model m;
   m.name = r.get_string("name");
   m.source = r.opt_string("source", "");
-  m.num_layers = to_int(r, "num_layers", r.get_int("num_layers", 1));
-  m.hidden_size = to_int(r, "hidden_size", r.get_int("hidden_size", 1));
-  m.num_attention_heads = to_int(r, "num_attention_heads", r.get_int("num_attention_heads", 1));
-  m.num_kv_heads = to_int(r, "num_kv_heads", r.opt_int("num_kv_heads", m.num_attention_heads, 1));
-  m.head_dim = to_int(r, "head_dim", r.opt_int("head_dim", m.hidden_size / m.num_attention_heads, 1));
-  m.ffn_hidden_size = to_int(r, "ffn_hidden_size", r.get_int("ffn_hidden_size", 1));
-  m.vocab_size = to_int(r, "vocab_size", r.get_int("vocab_size", 1));
+  m.num_layers = capped(r, "num_layers", r.get_int("num_layers", 1), kMaxLayers);
+  m.hidden_size = capped(r, "hidden_size", r.get_int("hidden_size", 1), kMaxWidth);
+  m.num_attention_heads =
+      capped(r, "num_attention_heads", r.get_int("num_attention_heads", 1), kMaxHeads);
+  m.num_kv_heads =
+      capped(r, "num_kv_heads", r.opt_int("num_kv_heads", m.num_attention_heads, 1), kMaxHeads);
+  m.head_dim = capped(r, "head_dim", r.opt_int("head_dim", m.hidden_size / m.num_attention_heads, 1),
+                      kMaxWidth / m.num_attention_heads);
+  m.ffn_hidden_size = capped(r, "ffn_hidden_size", r.get_int("ffn_hidden_size", 1), kMaxWidth);
+  m.vocab_size = capped(r, "vocab_size", r.get_int("vocab_size", 1), kMaxVocab);
   m.activation = Activation(r.get_choice("activation", {"gelu", "swiglu"}));
   m.normalization = Normalization(r.get_choice("normalization", {"layernorm", "rmsnorm"}));
   m.tie_embeddings = r.get_bool("tie_embeddings");
@@ -90,7 +106,8 @@ Cluster cluster_from_yaml(const YAML::Node& node, const std::string& file,
                           const std::string& prefix) {
   const MapReader r(node, file, prefix,
                     {"name", "source", "gpu", "gpus_per_node", "intra_node", "inter_node",
-                     "runtime_overhead_gib", "fragmentation"});
+                     "runtime_overhead_gib", "fragmentation", "gemm_efficiency",
+                     "hbm_efficiency"});
   Cluster c;
   c.name = r.get_string("name");
   c.source = r.opt_string("source", "");
@@ -101,14 +118,20 @@ Cluster cluster_from_yaml(const YAML::Node& node, const std::string& file,
   c.gpu.memory_gib = g.get_number("memory_gib", 1e-9, HUGE_VAL, true);
   c.gpu.peak_tflops_bf16 = g.get_number("peak_tflops_bf16", 1e-9, HUGE_VAL, true);
   c.gpu.hbm_bandwidth_gbs = g.get_number("hbm_bandwidth_gbs", 1e-9, HUGE_VAL, true);
-  c.gpus_per_node = to_int(r, "gpus_per_node", r.get_int("gpus_per_node", 1));
+  c.gpus_per_node = capped(r, "gpus_per_node", r.get_int("gpus_per_node", 1), 1024);
   for (const char* level : {"intra_node", "inter_node"}) {
     if (!r.has(level)) r.fail(level, "missing required key");
-    const MapReader l(r.child(level), file, prefix + level + ".", {"bandwidth_gbs", "latency_us"});
-    Link& link = std::string(level) == "intra_node" ? c.intra_node : c.inter_node;
+    const MapReader l(r.child(level), file, prefix + level + ".",
+                      {"bandwidth_gbs", "latency_us", "efficiency"});
+    const bool intra = std::string(level) == "intra_node";
+    Link& link = intra ? c.intra_node : c.inter_node;
     link.bandwidth_gbs = l.get_number("bandwidth_gbs", 1e-9, HUGE_VAL, true);
     link.latency_us = l.get_number("latency_us", 0, HUGE_VAL, true);
+    double& eff = intra ? c.intra_comm_efficiency : c.inter_comm_efficiency;
+    eff = l.opt_number("efficiency", eff, 1e-6, 1.0, true);
   }
+  c.gemm_efficiency = r.opt_number("gemm_efficiency", c.gemm_efficiency, 1e-6, 1.0, true);
+  c.hbm_efficiency = r.opt_number("hbm_efficiency", c.hbm_efficiency, 1e-6, 1.0, true);
   c.runtime_overhead_gib = r.get_number("runtime_overhead_gib", 0, HUGE_VAL, true);
   c.fragmentation = r.get_number("fragmentation", 0, 1, false);
   return c;
@@ -131,15 +154,16 @@ void load_training(const MapReader& top, const std::string& file, Training* t) {
   const MapReader r(top.child("training"), file, "training.",
                     {"seq_length", "global_batch_size", "precision", "grad_dtype", "optimizer",
                      "optimizer_state_bytes", "flash_attention", "grad_bucket_params"});
-  t->seq_length = to_int(r, "seq_length", r.get_int("seq_length", 1));
-  t->global_batch_size = to_int(r, "global_batch_size", r.get_int("global_batch_size", 1));
+  t->seq_length = capped(r, "seq_length", r.get_int("seq_length", 1), kMaxSeq);
+  t->global_batch_size = capped(r, "global_batch_size", r.get_int("global_batch_size", 1), kMaxBatch);
   t->precision = DType(r.opt_choice("precision", 0, {"bf16", "fp16", "fp32"}));
   // Default gradients: the compute precision (16-bit grads as in the ZeRO paper).
-  t->grad_dtype = DType(r.opt_choice("grad_dtype", t->precision == DType::kFp32 ? 2 : 0,
-                                     {"bf16", "fp16", "fp32"}));
+  t->grad_dtype_given = r.has("grad_dtype");
+  t->grad_dtype = DType(r.opt_choice("grad_dtype", int(t->precision), {"bf16", "fp16", "fp32"}));
   if (t->grad_dtype == DType::kFp16 && t->precision != DType::kFp16)
     r.fail("grad_dtype", "expected bf16 or fp32 (fp16 gradients need precision fp16)");
   t->optimizer = OptimizerKind(r.opt_choice("optimizer", 0, {"adam", "sgd"}));
+  t->optimizer_state_bytes_given = r.has("optimizer_state_bytes");
   t->optimizer_state_bytes =
       r.opt_number("optimizer_state_bytes",
                    default_optimizer_state_bytes(t->optimizer, t->precision), 0, HUGE_VAL, true);
@@ -198,7 +222,7 @@ Spec load_spec_file(const std::string& path) {
   Spec s;
   s.model = load_part<Model>(r, "model", path, load_model_file, model_from_yaml);
   s.cluster = load_part<Cluster>(r, "cluster", path, load_cluster_file, cluster_from_yaml);
-  s.num_nodes = to_int(r, "num_nodes", r.get_int("num_nodes", 1));
+  s.num_nodes = capped(r, "num_nodes", r.get_int("num_nodes", 1), kMaxGpus / s.cluster.gpus_per_node);
   load_training(r, path, &s.training);
   s.memory_headroom = r.opt_number("memory_headroom", 0.05, 0.0, 1.0, false);
   load_search(r, path, &s.search);
@@ -207,7 +231,7 @@ Spec load_spec_file(const std::string& path) {
     try {
       (void)parse_layout(*s.default_layout);
     } catch (const LayoutError& e) {
-      r.fail("layout", std::string(e.field()) + ": " + e.what());
+      throw SpecError(path, r.line("layout"), "layout." + e.field(), e.what());
     }
   }
   return s;

@@ -28,6 +28,9 @@ Cluster cluster_from_yaml(const YAML::Node& node, const std::string& file,
 // HuggingFace config.json text.
 Model model_from_hf_json(const std::string& text, const std::string& file);
 
+// "JSON syntax error: <what nlohmann says, without its prefix>".
+std::string json_error_text(const std::exception& e);
+
 // Reads a whole file or throws SpecError("cannot read").
 std::string read_text_file(const std::string& path, const std::string& field = "");
 

@@ -1,0 +1,112 @@
+#include "costmodel/comm.hpp"
+
+#include <algorithm>
+#include <bit>
+
+namespace paraplan {
+
+LinkCost intra_node_link(const Cluster& c) {
+  return {c.intra_node.latency_us * 1e-6,
+          c.intra_node.bandwidth_gbs * 1e9 * c.intra_comm_efficiency};
+}
+
+LinkCost inter_node_link(const Cluster& c) {
+  return {c.inter_node.latency_us * 1e-6,
+          c.inter_node.bandwidth_gbs * 1e9 * c.inter_comm_efficiency};
+}
+
+double ring_allreduce_bytes(int n, double s) { return n <= 1 ? 0 : 2.0 * (n - 1) / n * s; }
+double allgather_bytes(int n, double s) { return n <= 1 ? 0 : double(n - 1) / n * s; }
+double reducescatter_bytes(int n, double s) { return n <= 1 ? 0 : double(n - 1) / n * s; }
+double p2p_bytes(double s) { return s; }
+
+double ring_allreduce_time(int n, double s, const LinkCost& l) {
+  if (n <= 1) return 0;
+  return 2.0 * (n - 1) * l.alpha_s + ring_allreduce_bytes(n, s) / l.bytes_per_s;
+}
+
+double tree_allreduce_time(int n, double s, const LinkCost& l) {
+  if (n <= 1) return 0;
+  // NCCL uses log2i (floor) of the node count for the tree depth.
+  const int depth = std::bit_width(unsigned(n)) - 1;
+  return 2.0 * depth * l.alpha_s + 2.0 * s / l.bytes_per_s;
+}
+
+double best_allreduce_time(int n, double s, const LinkCost& l) {
+  return std::min(ring_allreduce_time(n, s, l), tree_allreduce_time(n, s, l));
+}
+
+double allgather_time(int n, double s, const LinkCost& l) {
+  if (n <= 1) return 0;
+  return double(n - 1) * l.alpha_s + allgather_bytes(n, s) / l.bytes_per_s;
+}
+
+double reducescatter_time(int n, double s, const LinkCost& l) {
+  if (n <= 1) return 0;
+  return double(n - 1) * l.alpha_s + reducescatter_bytes(n, s) / l.bytes_per_s;
+}
+
+double p2p_time(double s, const LinkCost& l) { return l.alpha_s + p2p_bytes(s) / l.bytes_per_s; }
+
+double bus_bandwidth_factor(Collective c, int n) {
+  if (n <= 1) return c == Collective::kSendRecv ? 1.0 : 0.0;
+  switch (c) {
+    case Collective::kAllReduce: return 2.0 * (n - 1) / n;
+    case Collective::kAllGather:
+    case Collective::kReduceScatter:
+    case Collective::kAllToAll: return double(n - 1) / n;
+    case Collective::kSendRecv: return 1.0;
+  }
+  return 1.0;
+}
+
+double bus_bandwidth(Collective c, int n, double s, double time_s) {
+  return time_s > 0 ? s / time_s * bus_bandwidth_factor(c, n) : 0;
+}
+
+GroupPlacement place_group(const Cluster& c, int group_size, int stride) {
+  GroupPlacement g;
+  g.size = std::max(1, group_size);
+  const int per_node = std::max(1, c.gpus_per_node);
+  stride = std::max(1, stride);
+  if (stride >= per_node) {
+    g.nodes = g.size;  // consecutive members are at least a node apart
+  } else {
+    const long long span = (long long)g.size * stride;  // GPUs from first to past-last member
+    g.nodes = int(std::min<long long>(g.size, (span + per_node - 1) / per_node));
+  }
+  g.ranks_per_node = (g.size + g.nodes - 1) / g.nodes;
+  return g;
+}
+
+double group_allreduce_time(const Cluster& c, const GroupPlacement& g, double s) {
+  if (g.size <= 1) return 0;
+  if (g.intra_node()) return ring_allreduce_time(g.size, s, intra_node_link(c));
+  const LinkCost intra = intra_node_link(c), inter = inter_node_link(c);
+  const int k = g.ranks_per_node;
+  return reducescatter_time(k, s, intra) + best_allreduce_time(g.nodes, s / k, inter) +
+         allgather_time(k, s, intra);
+}
+
+double group_allgather_time(const Cluster& c, const GroupPlacement& g, double s) {
+  if (g.size <= 1) return 0;
+  if (g.intra_node()) return allgather_time(g.size, s, intra_node_link(c));
+  const int k = g.ranks_per_node;
+  return allgather_time(g.nodes, s / k, inter_node_link(c)) +
+         allgather_time(k, s, intra_node_link(c));
+}
+
+double group_reducescatter_time(const Cluster& c, const GroupPlacement& g, double s) {
+  if (g.size <= 1) return 0;
+  if (g.intra_node()) return reducescatter_time(g.size, s, intra_node_link(c));
+  const int k = g.ranks_per_node;
+  return reducescatter_time(k, s, intra_node_link(c)) +
+         reducescatter_time(g.nodes, s / k, inter_node_link(c));
+}
+
+double group_p2p_time(const Cluster& c, const GroupPlacement& g, double s) {
+  if (g.size <= 1) return 0;
+  return p2p_time(s, g.intra_node() ? intra_node_link(c) : inter_node_link(c));
+}
+
+}  // namespace paraplan

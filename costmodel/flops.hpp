@@ -1,0 +1,76 @@
+// FLOPs of a decoder-only transformer, counted from the shapes of its GEMMs
+// (2·m·n·k each) plus the attention score and value products. The convention is
+// Narayanan et al. 2021 (SC21, "Efficient Large-Scale Language Model Training on
+// GPU Clusters Using Megatron-LM", §5.1 and Appendix): the attention products
+// are counted over the full s×s square (no causal halving), backward = 2×
+// forward, the embedding lookup costs nothing, the logits GEMM counts once
+// forward and twice backward and is never recomputed. For a GPT-style model this
+// gives 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h)) per iteration, and
+// 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)) with full recomputation.
+//
+// All counts are doubles: a GPT-3 iteration is ~3e21 FLOPs, beyond int64.
+#pragma once
+
+#include <array>
+
+#include "costmodel/layout.hpp"
+#include "costmodel/model.hpp"
+
+namespace paraplan {
+
+// `batch` independent products of an m×k matrix by a k×n matrix.
+struct Gemm {
+  const char* name = "";
+  double batch = 1, m = 0, n = 0, k = 0;
+  bool core_attention = false;  // scores QK^T or attention·V (re-run by selective recompute)
+
+  // 2·m·n·k multiply-adds per product (one multiply and one add each).
+  double flops() const { return 2 * batch * m * n * k; }
+  // Each operand read once and the result written once: (m·k + k·n + m·n) elements.
+  double bytes(int elem_bytes) const { return batch * (m * k + k * n + m * n) * elem_bytes; }
+};
+
+// The forward GEMMs of one transformer layer.
+struct LayerGemms {
+  std::array<Gemm, 6> items{};
+  int size = 0;
+  void add(const Gemm& g) { items[size++] = g; }
+  const Gemm* begin() const { return items.data(); }
+  const Gemm* end() const { return items.data() + size; }
+};
+
+// Forward GEMMs of one layer for b sequences of s tokens on one of tp ranks:
+// column-parallel QKV and fc1, heads split over tp, row-parallel out-proj and
+// fc2 (Shoeybi et al. 2019). With sequence parallelism the GEMMs see the
+// gathered sequence, so the shapes are the same. tp = 1 gives the whole layer.
+LayerGemms layer_gemms(const Model& m, double b, double s, int tp);
+
+// The output-layer (logits) GEMM, vocabulary split over tp (padded up, as Megatron does).
+Gemm logits_gemm(const Model& m, double b, double s, int tp);
+
+// Forward FLOPs of one whole layer (all tp ranks together).
+double layer_forward_flops(const Model& m, double b, double s);
+// Of those, the attention core: QK^T and attention·V, 2·b·s²·(heads·head_dim) each.
+double attention_core_forward_flops(const Model& m, double b, double s);
+// Forward FLOPs of the logits GEMM: 2·b·s·h·V.
+double logits_forward_flops(const Model& m, double b, double s);
+// Forward FLOPs of the whole model: every layer plus the logits.
+double forward_flops(const Model& m, double b, double s);
+// Backward FLOPs: twice the forward (input and weight gradients, SC21 §5.1).
+double backward_flops(const Model& m, double b, double s);
+
+// Extra FLOPs that recomputation and flash attention add to one iteration:
+//  * full: one more forward of every layer (not the logits), SC21 §5.1;
+//  * selective: one more forward of the attention core (Korthikanti et al. 2022, §5);
+//  * flash attention's backward recomputes the scores: 5 GEMMs against the
+//    forward's 2, i.e. +0.5× the core's forward (Dao 2023, FlashAttention-2,
+//    benchmark note "multiply by 2.5 for the backward pass").
+double recompute_flops(const Model& m, double b, double s, Recompute r, bool flash);
+
+// Model FLOPs per optimizer step (for MFU): forward + backward over the global
+// batch, no recomputation.
+double model_flops_per_step(const Model& m, const Training& t);
+// Hardware FLOPs per optimizer step (for HFU): model FLOPs + recomputation.
+double hardware_flops_per_step(const Model& m, const Training& t, Recompute r);
+
+}  // namespace paraplan

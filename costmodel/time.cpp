@@ -1,0 +1,356 @@
+#include "costmodel/time.hpp"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "costmodel/memory.hpp"
+#include "costmodel/schedule.hpp"
+
+namespace paraplan {
+
+double gemm_time(const Gemm& g, const Cluster& c, int elem_bytes) {
+  const double compute = g.flops() / (c.gpu.peak_tflops_bf16 * 1e12 * c.gemm_efficiency);
+  return std::max(compute, memory_bound_time(g.bytes(elem_bytes), c));
+}
+
+double memory_bound_time(double bytes, const Cluster& c) {
+  return bytes / (c.gpu.hbm_bandwidth_gbs * 1e9 * c.hbm_efficiency);
+}
+
+namespace {
+
+// The parallel groups of a layout on the cluster (Megatron order: tp, dp, pp).
+struct Groups {
+  GroupPlacement tp, dp, pp;
+};
+
+Groups place_groups(const Cluster& c, const Layout& l) {
+  return {place_group(c, l.tp, 1), place_group(c, l.dp, l.tp), place_group(c, l.pp, l.tp * l.dp)};
+}
+
+struct LayerTime {
+  double total = 0;  // whole layer forward
+  double core = 0;   // of which the attention core (scores, softmax, attention·V)
+};
+
+int act_bytes(const Training& t) { return dtype_bytes(t.precision); }
+double tokens(const Training& t, const Layout& l) { return double(l.mbs) * t.seq_length; }
+// Tokens a norm, residual or dropout sees on one rank: the sequence shard with SP
+// (Korthikanti et al. 2022 §4.2.2), all of them (replicated over tp) without.
+double norm_tokens(const Training& t, const Layout& l) {
+  return l.sp ? tokens(t, l) / l.tp : tokens(t, l);
+}
+
+// Memory-bound bytes of one layer's forward outside the attention core: two
+// norms (read + write), two residual adds (2 reads + 1 write), hidden dropout
+// (read, write, 1-byte mask), rotary on Q and K, the MLP activation (GeLU: read
+// + write ffn; SwiGLU: read 2·ffn, write ffn). Bias adds are fused into GEMM
+// epilogues (Megatron's bias-gelu / bias-dropout-add fusions) and not counted.
+double layer_memory_bound_bytes(const Model& m, const Training& t, const Layout& l) {
+  const double ab = act_bytes(t), h = m.hidden_size, tn = norm_tokens(t, l), tok = tokens(t, l);
+  double bytes = 2 * (2 * h * tn * ab) + 2 * (3 * h * tn * ab);
+  if (m.hidden_dropout > 0) bytes += 2 * (2 * ab + 1) * h * tn;
+  if (m.position_embedding == PositionEmbedding::kRope)
+    bytes += 2 * double(m.q_width() + m.kv_width()) / l.tp * tok * ab;
+  const double f = double(m.ffn_hidden_size) / l.tp;
+  bytes += (m.activation == Activation::kSwiglu ? 3 : 2) * f * tok * ab;
+  return bytes;
+}
+
+// Memory-bound bytes of the attention core without flash attention: the fused
+// scale-mask-softmax reads and writes the b·heads·s² scores (Korthikanti et al.
+// 2022 §4.1: the s² terms), attention dropout reads, writes and masks them too.
+// Flash attention keeps them on chip (Dao et al. 2022): nothing here.
+double attention_core_memory_bound_bytes(const Model& m, const Training& t, const Layout& l) {
+  if (t.flash_attention) return 0;
+  const double ab = act_bytes(t);
+  const double scores = double(l.mbs) * m.num_attention_heads / l.tp * t.seq_length * t.seq_length;
+  double bytes = 2 * scores * ab;
+  if (m.attention_dropout > 0) bytes += (2 * ab + 1) * scores;
+  return bytes;
+}
+
+// Flash attention as one fused kernel: its two GEMMs' FLOPs on the roofline,
+// with only Q, K, V read and O written through HBM (Dao et al. 2022, §3.2).
+double flash_attention_time(const LayerGemms& g, const Model& m, const Training& t,
+                            const Layout& l, const Cluster& c) {
+  double flops = 0;
+  for (const Gemm& x : g)
+    if (x.core_attention) flops += x.flops();
+  const double qkvo = 2 * double(m.q_width() + m.kv_width()) / l.tp;
+  const double bytes = tokens(t, l) * qkvo * act_bytes(t);
+  return std::max(flops / (c.gpu.peak_tflops_bf16 * 1e12 * c.gemm_efficiency),
+                  memory_bound_time(bytes, c));
+}
+
+// One layer's forward on one tp rank: GEMMs on the roofline plus memory-bound ops.
+LayerTime layer_forward_time(const Model& m, const Training& t, const Layout& l, const Cluster& c) {
+  const LayerGemms g = layer_gemms(m, l.mbs, t.seq_length, l.tp);
+  const int ab = act_bytes(t);
+  LayerTime r;
+  for (const Gemm& x : g) {
+    if (!x.core_attention) r.total += gemm_time(x, c, ab);
+    else if (!t.flash_attention) r.core += gemm_time(x, c, ab);
+  }
+  if (t.flash_attention) r.core += flash_attention_time(g, m, t, l, c);
+  r.core += memory_bound_time(attention_core_memory_bound_bytes(m, t, l), c);
+  r.total += r.core + memory_bound_time(layer_memory_bound_bytes(m, t, l), c);
+  return r;
+}
+
+// Backward = 2× forward: each GEMM's input-gradient and weight-gradient GEMMs
+// have its shape (SC21 §5.1); memory-bound ops read the saved input and the
+// incoming gradient and write the outgoing one (≈ 2× their forward bytes).
+// Flash attention's backward is 2.5× its forward (FlashAttention-2, 5 GEMMs vs 2).
+double layer_backward_time(const LayerTime& f, bool flash) {
+  return 2 * (f.total - f.core) + (flash ? 2.5 : 2.0) * f.core;
+}
+
+// Recomputation in the backward: the whole layer forward (full, Chen et al.
+// 2016) or the attention core (selective, Korthikanti et al. 2022 §5).
+double layer_recompute_time(const LayerTime& f, Recompute r) {
+  return r == Recompute::kFull ? f.total : r == Recompute::kSelective ? f.core : 0;
+}
+
+// Embedding lookup on the first stage: read the rows, write s·b·h (memory-bound).
+double embedding_forward_time(const Model& m, const Training& t, const Layout& l, const Cluster& c) {
+  return memory_bound_time(2 * tokens(t, l) * m.hidden_size * act_bytes(t), c);
+}
+
+// Output layer on the last stage: final norm, logits GEMM over the vocab shard,
+// cross-entropy reading the logits and writing an fp32 softmax (Megatron's
+// vocab-parallel cross-entropy).
+double output_forward_time(const Model& m, const Training& t, const Layout& l, const Cluster& c) {
+  const double ab = act_bytes(t), vocab = double((m.vocab_size + l.tp - 1) / l.tp);
+  const double norm = 2 * m.hidden_size * norm_tokens(t, l) * ab;
+  const double ce = tokens(t, l) * vocab * (ab + 4);
+  return gemm_time(logits_gemm(m, l.mbs, t.seq_length, l.tp), c, act_bytes(t)) +
+         memory_bound_time(norm + ce, c);
+}
+
+// Its backward: 2× the norm and GEMM, and the cross-entropy gradient reading
+// the fp32 softmax and writing the logits' gradient (1× the forward bytes).
+double output_backward_time(const Model& m, const Training& t, const Layout& l, const Cluster& c) {
+  const double ab = act_bytes(t), vocab = double((m.vocab_size + l.tp - 1) / l.tp);
+  const double norm = 2 * m.hidden_size * norm_tokens(t, l) * ab;
+  const double ce = tokens(t, l) * vocab * (ab + 4);
+  return 2 * gemm_time(logits_gemm(m, l.mbs, t.seq_length, l.tp), c, act_bytes(t)) +
+         memory_bound_time(2 * norm + ce, c);
+}
+
+// One TP all-reduce of the s·b·h activations, or with SP its all-gather +
+// reduce-scatter pair of the same total volume (Korthikanti et al. 2022 §4.2.2).
+double tp_collective_time(const Cluster& c, const Layout& l, const GroupPlacement& g, double bytes) {
+  if (l.tp <= 1) return 0;
+  return l.sp ? group_allgather_time(c, g, bytes) + group_reducescatter_time(c, g, bytes)
+              : group_allreduce_time(c, g, bytes);
+}
+
+// TP collectives of one layer per micro-batch: 2 forward + 2 backward
+// all-reduces (Shoeybi et al. 2019 §3, Fig. 4), + 2 with full recompute (the
+// recomputed forward repeats them; Korthikanti et al. 2022 §5).
+double tp_layer_comm_time(const Model& m, const Training& t, const Layout& l, const Cluster& c,
+                          const GroupPlacement& g) {
+  const double bytes = tokens(t, l) * m.hidden_size * act_bytes(t);
+  const int collectives = 4 + (l.recompute == Recompute::kFull ? 2 : 0);
+  return collectives * tp_collective_time(c, l, g, bytes);
+}
+
+// TP collectives outside the layers: the vocab-parallel embedding's all-reduce
+// (first stage), the output layer's input-gradient all-reduce and the
+// cross-entropy's three fp32 all-reduces of s·b values (max, sum of exps,
+// target logit) on the last stage (Megatron-LM tensor_parallel/cross_entropy.py).
+double tp_embedding_output_comm_time(const Model& m, const Training& t, const Layout& l,
+                                     const Cluster& c, const GroupPlacement& g, bool first,
+                                     bool last) {
+  if (l.tp <= 1) return 0;
+  const double bytes = tokens(t, l) * m.hidden_size * act_bytes(t);
+  double time = 0;
+  if (first) time += tp_collective_time(c, l, g, bytes);
+  if (last) time += tp_collective_time(c, l, g, bytes) + 3 * group_allreduce_time(c, g, tokens(t, l) * 4);
+  return time;
+}
+
+// Pipeline sends per micro-batch: the s·b·h activation forward and its gradient
+// backward at each of the rank's v chunk boundaries (Narayanan et al. 2021
+// §2.2), / tp with SP (Megatron's scatter-gather optimisation, §4.1); send and
+// receive of a step overlap (batched isend/irecv).
+double pipeline_p2p_time(const Model& m, const Training& t, const Layout& l, const Cluster& c,
+                         const GroupPlacement& g) {
+  if (l.pp <= 1) return 0;
+  const double bytes = tokens(t, l) * m.hidden_size * act_bytes(t) / (l.sp ? l.tp : 1);
+  return 2.0 * l.vpp * group_p2p_time(c, g, bytes);
+}
+
+// A DP collective over `params` parameters in buckets of grad_bucket_params
+// (Megatron DDP and DeepSpeed bucket their reductions): n buckets of params/n.
+template <class Collective>
+double bucketed(const Training& t, double params, Collective&& coll) {
+  if (params <= 0) return 0;
+  const double bucket = double(std::max<std::int64_t>(1, t.grad_bucket_params));
+  const double n = std::max(1.0, double(std::int64_t((params + bucket - 1) / bucket)));
+  return n * coll(params / n);
+}
+
+// Gradient reduction over dp: all-reduce (ZeRO-0) or reduce-scatter (ZeRO ≥ 1)
+// of the stage's gradients in grad_dtype (Rajbhandari et al. 2020 §7).
+double dp_grad_reduce_time(const Spec& s, const Layout& l, const GroupPlacement& g, double params) {
+  if (l.dp <= 1) return 0;
+  const double gb = dtype_bytes(s.training.grad_dtype);
+  return bucketed(s.training, params, [&](double p) {
+    return l.zero == 0 ? group_allreduce_time(s.cluster, g, p * gb)
+                       : group_reducescatter_time(s.cluster, g, p * gb);
+  });
+}
+
+// All-gather of the stage's parameters in the weight dtype: after the optimizer
+// step with ZeRO 1/2 (Megatron's distributed optimizer), before every forward
+// and backward with ZeRO-3 (Rajbhandari et al. 2020 §7.2).
+double dp_param_gather_time(const Spec& s, const Layout& l, const GroupPlacement& g, double params) {
+  if (l.dp <= 1 || l.zero == 0) return 0;
+  const double wb = dtype_bytes(s.training.precision);
+  return bucketed(s.training, params,
+                  [&](double p) { return group_allgather_time(s.cluster, g, p * wb); });
+}
+
+// Optimizer step, memory-bound: per parameter shard it reads the gradient twice
+// (norm for clipping, then the update), reads and writes the optimizer state
+// (K bytes: fp32 master + Adam m, v; Rajbhandari et al. 2020 §3.1) and writes
+// the 16-bit weights (fp32 training: reads and writes the weights instead).
+double optimizer_step_time(const Spec& s, const Layout& l, double params) {
+  const Training& t = s.training;
+  const double shard = l.zero >= 1 ? double(std::int64_t((params + l.dp - 1) / l.dp)) : params;
+  const double wb = dtype_bytes(t.precision), gb = dtype_bytes(t.grad_dtype);
+  const double weights = t.precision == DType::kFp32 ? 2 * wb : wb;
+  return memory_bound_time(shard * (2 * gb + 2 * t.optimizer_state_bytes + weights), s.cluster);
+}
+
+// DP communication a stage leaves exposed at the end of the step (ZeRO 0–2):
+// the gradient reduction overlaps with the backward of the last micro-batch
+// (Megatron --overlap-grad-reduce; PyTorch DDP buckets), the ZeRO-1/2
+// parameter all-gather with the next step's first forward (--overlap-param-gather);
+// whatever exceeds one micro-batch's backward (resp. forward) is exposed.
+// ZeRO-3's gathers are per micro-batch (StageMicrobatch::zero3_s); its gradient
+// reduce-scatter follows the ZeRO 1/2 rule.
+double dp_exposed_tail_time(const Spec& s, const Layout& l, const GroupPlacement& g, double params,
+                            const StageMicrobatch& mb) {
+  const double reduce = dp_grad_reduce_time(s, l, g, params);
+  const double gather = (l.zero == 1 || l.zero == 2) ? dp_param_gather_time(s, l, g, params) : 0;
+  return std::max(0.0, reduce - mb.backward_s) + std::max(0.0, gather - mb.forward_s);
+}
+
+// ZeRO-3 per micro-batch: the stage's parameters are gathered before its
+// forward and again before its backward, prefetched behind compute (DeepSpeed
+// stage3 prefetch); exposed where the gather outlasts the pass.
+double zero3_exposed_gather_time(const Spec& s, const Layout& l, const GroupPlacement& g,
+                                 double params, double forward_s, double backward_s) {
+  if (l.zero < 3) return 0;
+  const double gather = dp_param_gather_time(s, l, g, params);
+  return std::max(0.0, gather - forward_s) + std::max(0.0, gather - backward_s);
+}
+
+double stage_param_count(const Spec& s, const Layout& l, int stage) {
+  return double(stage_params(s.model, l, stage).total());
+}
+
+// What every layer of every stage costs per micro-batch; computed once per layout.
+struct PerLayer {
+  LayerTime forward;
+  double tp_comm_s = 0;
+};
+
+PerLayer per_layer(const Spec& s, const Layout& l, const Groups& g) {
+  return {layer_forward_time(s.model, s.training, l, s.cluster),
+          tp_layer_comm_time(s.model, s.training, l, s.cluster, g.tp)};
+}
+
+StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, const Groups& g,
+                                 const PerLayer& pl) {
+  const Model& m = s.model;
+  const Training& t = s.training;
+  const Cluster& c = s.cluster;
+  const bool first = stage == 0, last = stage == l.pp - 1;
+  const double layers = double(m.num_layers / l.pp);
+  const LayerTime& f = pl.forward;
+  StageMicrobatch r;
+  r.forward_s = layers * f.total;
+  r.backward_s =
+      layers * (layer_backward_time(f, t.flash_attention) + layer_recompute_time(f, l.recompute));
+  if (first) {
+    const double e = embedding_forward_time(m, t, l, c);
+    r.forward_s += e;
+    r.backward_s += 2 * e;  // gradient scatter-add into the embedding rows
+  }
+  if (last) {
+    r.forward_s += output_forward_time(m, t, l, c);
+    r.backward_s += output_backward_time(m, t, l, c);
+  }
+  r.tp_comm_s = layers * pl.tp_comm_s + tp_embedding_output_comm_time(m, t, l, c, g.tp, first, last);
+  r.pp_comm_s = pipeline_p2p_time(m, t, l, c, g.pp);
+  r.zero3_s = zero3_exposed_gather_time(s, l, g.dp, stage_param_count(s, l, stage), r.forward_s,
+                                        r.backward_s);
+  return r;
+}
+
+}  // namespace
+
+StageMicrobatch stage_microbatch_time(const Spec& s, const Layout& l, int stage) {
+  const Groups g = place_groups(s.cluster, l);
+  return stage_microbatch(s, l, stage, g, per_layer(s, l, g));
+}
+
+StepTime estimate_time(const Spec& s, const Layout& l) {
+  const Groups g = place_groups(s.cluster, l);
+  StepTime r;
+  r.microbatches = num_microbatches(s, l);
+  const double m = r.microbatches;
+
+  // Middle stages hold only layers: never slower than the first (embedding) or
+  // the last (output layer), so those two decide.
+  const int last = l.pp - 1;
+  const PerLayer layer = per_layer(s, l, g);
+  const StageMicrobatch mb0 = stage_microbatch(s, l, 0, g, layer);
+  const StageMicrobatch mbl = last > 0 ? stage_microbatch(s, l, last, g, layer) : mb0;
+  const bool last_slower = mbl.total() > mb0.total();
+  const StageMicrobatch& crit = last_slower ? mbl : mb0;
+  r.critical_stage = last_slower ? last : 0;
+  r.microbatch_s = crit.total();
+
+  // 1F1B and GPipe: (m + p − 1)·t; interleaved: m·t + (p − 1)·t/v (Narayanan et al. 2021 §2.2).
+  const double v = l.interleaved() ? l.vpp : 1;
+  r.bubble_s = (l.pp - 1) * r.microbatch_s / v;
+  r.compute_s = m * (crit.forward_s + crit.backward_s);
+  r.tp_comm_s = m * crit.tp_comm_s;
+  r.pp_comm_s = m * crit.pp_comm_s;
+
+  // End of step: DP reduction left exposed + optimizer, on the slower stage.
+  const double p0 = stage_param_count(s, l, 0), pl = last > 0 ? stage_param_count(s, l, last) : p0;
+  const double dp0 = dp_exposed_tail_time(s, l, g.dp, p0, mb0);
+  const double dpl = dp_exposed_tail_time(s, l, g.dp, pl, mbl);
+  const double opt0 = optimizer_step_time(s, l, p0), optl = optimizer_step_time(s, l, pl);
+  const bool tail_last = dpl + optl > dp0 + opt0;
+  const double tail_params = tail_last ? pl : p0;
+  r.dp_comm_s = m * crit.zero3_s + (tail_last ? dpl : dp0);
+  r.optimizer_s = tail_last ? optl : opt0;
+  r.dp_comm_total_s = dp_grad_reduce_time(s, l, g.dp, tail_params) +
+                      dp_param_gather_time(s, l, g.dp, tail_params) * (l.zero >= 3 ? 2 * m : 1);
+
+  r.step_s = r.compute_s + r.tp_comm_s + r.pp_comm_s + r.dp_comm_s + r.bubble_s + r.optimizer_s;
+
+  const Training& t = s.training;
+  const double gpus = l.gpus(), peak = s.cluster.gpu.peak_tflops_bf16 * 1e12;
+  r.model_flops_per_step = model_flops_per_step(s.model, t);
+  r.hardware_flops_per_step =  // = hardware_flops_per_step(), without recounting the model FLOPs
+      r.model_flops_per_step +
+      recompute_flops(s.model, t.global_batch_size, t.seq_length, l.recompute, t.flash_attention);
+  r.tokens_per_s = double(t.global_batch_size) * t.seq_length / r.step_s;
+  r.tflops_per_gpu = r.model_flops_per_step / r.step_s / gpus / 1e12;
+  r.mfu = r.model_flops_per_step / (r.step_s * gpus * peak);
+  r.hfu = r.hardware_flops_per_step / (r.step_s * gpus * peak);
+  r.bubble_fraction = bubble_fraction_of_step(l, r.microbatches);
+  r.bubble_fraction_of_ideal = bubble_fraction_of_ideal(l, r.microbatches);
+  r.exposed_comm_fraction = (r.tp_comm_s + r.pp_comm_s + r.dp_comm_s) / r.step_s;
+  return r;
+}
+
+}  // namespace paraplan

@@ -1,0 +1,69 @@
+// Step time of a layout (DESIGN.md "Time model"):
+//   step = compute + TP comm + PP comm + exposed DP comm + pipeline bubble + optimizer.
+// Every term is the critical path of one optimizer step on one GPU, in seconds.
+// Pure arithmetic on the spec: nothing here allocates (the search calls
+// estimate_time once per candidate).
+#pragma once
+
+#include "costmodel/comm.hpp"
+#include "costmodel/flops.hpp"
+#include "costmodel/spec.hpp"
+
+namespace paraplan {
+
+struct StepTime {
+  // step_s = compute_s + tp_comm_s + pp_comm_s + dp_comm_s + bubble_s + optimizer_s.
+  double step_s = 0;
+  double compute_s = 0;    // m × (forward + backward + recompute) of the slowest stage
+  double tp_comm_s = 0;    // m × TP/SP collectives of that stage (critical path)
+  double pp_comm_s = 0;    // m × pipeline sends of that stage
+  double dp_comm_s = 0;    // DP/ZeRO communication left exposed after overlap
+  double bubble_s = 0;     // pipeline fill and drain
+  double optimizer_s = 0;  // optimizer step on this rank's (sharded) parameters
+  double dp_comm_total_s = 0;  // DP/ZeRO communication before overlap
+  double microbatch_s = 0;     // one micro-batch, forward + backward, on the slowest stage
+  int microbatches = 0;
+  int critical_stage = 0;      // the pipeline stage with the slowest micro-batch
+
+  double model_flops_per_step = 0;     // no recomputation (for MFU)
+  double hardware_flops_per_step = 0;  // with recomputation (for HFU)
+  double tokens_per_s = 0;
+  double tflops_per_gpu = 0;  // model FLOPs / step / GPUs, in TFLOP/s
+  double mfu = 0;             // model FLOPs / (step × GPUs × peak)
+  double hfu = 0;             // hardware FLOPs / (step × GPUs × peak)
+
+  // Pipeline bubble as a fraction of the pipeline time (bubble + ideal, i.e.
+  // the step less the DP tail and optimizer): (p−1)/(v·m + p−1).
+  double bubble_fraction = 0;
+  // The same bubble relative to the ideal (bubble-free) pipeline time: (p−1)/(v·m).
+  double bubble_fraction_of_ideal = 0;
+  static constexpr const char* kBubbleDefinition =
+      "bubble_fraction = (p-1)/(v*m+p-1) of the pipeline time (Narayanan et al. 2021 eq. 1); "
+      "bubble_fraction_of_ideal = (p-1)/(v*m)";
+  // (tp_comm_s + pp_comm_s + dp_comm_s) / step_s.
+  double exposed_comm_fraction = 0;
+};
+
+// One micro-batch on one pipeline rank (all its model chunks), in seconds.
+struct StageMicrobatch {
+  double forward_s = 0;   // GEMMs and memory-bound ops of the forward
+  double backward_s = 0;  // backward, plus recomputation
+  double tp_comm_s = 0;   // TP/SP collectives, forward and backward
+  double pp_comm_s = 0;   // point-to-point sends and receives
+  double zero3_s = 0;     // ZeRO-3 parameter gathers not hidden behind compute
+  double total() const { return forward_s + backward_s + tp_comm_s + pp_comm_s + zero3_s; }
+};
+
+// Roofline time of one GEMM (Williams et al. 2009): the larger of its FLOPs at
+// peak × gemm_efficiency and its operand bytes at HBM bandwidth × hbm_efficiency.
+double gemm_time(const Gemm& g, const Cluster& c, int elem_bytes);
+// A memory-bound kernel: bytes / (HBM bandwidth × hbm_efficiency).
+double memory_bound_time(double bytes, const Cluster& c);
+
+// One micro-batch on pipeline rank `stage` of a resolved layout.
+StageMicrobatch stage_microbatch_time(const Spec& spec, const Layout& layout, int stage);
+
+// Step time of a resolved layout (dp set: resolve_layout).
+StepTime estimate_time(const Spec& spec, const Layout& layout);
+
+}  // namespace paraplan

@@ -1,0 +1,48 @@
+// Exhaustive search over dp × tp × pp × vpp × sp × zero × recompute × mbs ×
+// schedule for a spec's GPU count. Only invalid layouts are pruned (counted by
+// reason); every valid one is evaluated, fitting or not, and ranked.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "costmodel/memory.hpp"
+#include "costmodel/spec.hpp"
+#include "costmodel/time.hpp"
+
+namespace paraplan {
+
+struct Candidate {
+  Layout layout;
+  int peak_stage = 0;
+  std::int64_t peak_bytes = 0;
+  bool fits = false;
+  StepTime time;
+};
+
+// Rejection reasons: the Invalid reasons plus "does not fit" (out of memory).
+inline constexpr int kNumRejectReasons = int(Invalid::kCount) + 1;
+inline constexpr int kRejectOom = int(Invalid::kCount);
+const char* reject_name(int reason);
+
+struct Plan {
+  std::vector<Candidate> candidates;  // every valid layout: fitting ones first, by step time
+  std::int64_t evaluated = 0;         // valid layouts whose memory and time were estimated
+  std::int64_t feasible = 0;          // of those, how many fit
+  std::array<std::int64_t, kNumRejectReasons> rejected{};
+  std::vector<int> pareto;            // indices into candidates: peak memory vs step time
+  double search_seconds = 0;
+  const Candidate* recommended() const { return feasible ? &candidates[0] : nullptr; }
+};
+
+// Evaluates one resolved layout (no allocation).
+Candidate evaluate(const Spec& spec, const Layout& layout);
+
+Plan make_plan(const Spec& spec);
+
+// Indices of the fitting candidates on the Pareto front of (peak memory, step
+// time), in order of increasing memory.
+std::vector<int> pareto_front(const std::vector<Candidate>& c);
+
+}  // namespace paraplan

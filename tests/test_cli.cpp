@@ -1,0 +1,722 @@
+// CLI tests: they run the real `paraplan` binary on files written into a fresh
+// temporary folder and check what a user (or a CI job) sees: the exit code,
+// that bad input gives exactly one line on stderr naming the file, line and
+// field ("paraplan: error: FILE[:LINE]: FIELD: message") and nothing on
+// stdout, and that the JSON report is complete and self-consistent.
+//
+// Every test is a table of cases: a name, the files to write, the arguments,
+// the expected exit code and the substrings the one error line must contain.
+// In file texts, arguments and expectations, @DIR@ is the case's temporary
+// folder and @SRC@ the repository root.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// ---- running the binary -------------------------------------------------------
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t i = s.find(from); i != std::string::npos; i = s.find(from, i + to.size()))
+    s.replace(i, from.size(), to);
+  return s;
+}
+
+std::string expand(const std::string& s, const fs::path& dir) {
+  return replace_all(replace_all(s, "@DIR@", dir.string()), "@SRC@", PARAPLAN_SOURCE_DIR);
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (const char c : s) {
+    if (c == '\'') q.append("'\\''");
+    else q.push_back(c);
+  }
+  q.push_back('\'');
+  return q;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A fresh folder under the system temp dir, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "paraplan-cli-XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+struct Result {
+  int code = -1;         // exit code; -1 if killed by a signal
+  int signal = 0;        // the signal that killed it (a crash)
+  std::string out, err;  // stdout, stderr
+};
+
+// Runs `paraplan ARGS...` in `cwd`, stdout and stderr captured separately
+// (into a folder of their own, so `cwd` only holds what the binary writes).
+Result run_paraplan(const std::vector<std::string>& args, const fs::path& cwd) {
+  TempDir capture;
+  const fs::path out = capture.path() / "stdout", err = capture.path() / "stderr";
+  // Built by appending: GCC 12 warns falsely (-Wrestrict) on `" " + std::string`.
+  std::string cmd = "cd ";
+  cmd.append(shell_quote(cwd.string())).append(" && exec ").append(shell_quote(PARAPLAN_BINARY));
+  for (const std::string& a : args) cmd.append(" ").append(shell_quote(expand(a, cwd)));
+  cmd.append(" >").append(shell_quote(out.string()));
+  cmd.append(" 2>").append(shell_quote(err.string())).append(" </dev/null");
+  const int status = std::system(cmd.c_str());
+  Result r;
+  if (status != -1 && WIFEXITED(status)) r.code = WEXITSTATUS(status);
+  if (status != -1 && WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+  r.out = read_file(out);
+  r.err = read_file(err);
+  return r;
+}
+
+// ---- input files ----------------------------------------------------------------
+
+using Files = std::map<std::string, std::string>;  // file name -> text
+
+// A small GQA model (Mistral-7B's shape, 32 layers, 8 kv heads), an 8-GPU
+// 80 GiB node, and a plan spec that fits (dp=4, tp=2, ZeRO-1). The line
+// numbers of these texts are used in the expectations below.
+Files base_files() {
+  return {
+      {"model.yaml",
+       "name: test-gqa\n"                //  1
+       "num_layers: 32\n"                //  2
+       "hidden_size: 4096\n"             //  3
+       "num_attention_heads: 32\n"       //  4
+       "num_kv_heads: 8\n"               //  5
+       "ffn_hidden_size: 14336\n"        //  6
+       "vocab_size: 32000\n"             //  7
+       "activation: swiglu\n"            //  8
+       "normalization: rmsnorm\n"        //  9
+       "tie_embeddings: false\n"         // 10
+       "position_embedding: rope\n"},    // 11
+      {"cluster.yaml",
+       "name: test-node\n"               //  1
+       "gpu:\n"                          //  2
+       "  name: test-gpu\n"              //  3
+       "  memory_gib: 80\n"              //  4
+       "  peak_tflops_bf16: 989\n"       //  5
+       "  hbm_bandwidth_gbs: 3350\n"     //  6
+       "gpus_per_node: 8\n"              //  7
+       "intra_node:\n"                   //  8
+       "  bandwidth_gbs: 450\n"          //  9
+       "  latency_us: 3\n"               // 10
+       "inter_node:\n"                   // 11
+       "  bandwidth_gbs: 50\n"           // 12
+       "  latency_us: 14\n"              // 13
+       "runtime_overhead_gib: 1.5\n"     // 14
+       "fragmentation: 0.05\n"},         // 15
+      {"spec.yaml",
+       "model: model.yaml\n"             //  1
+       "cluster: cluster.yaml\n"         //  2
+       "num_nodes: 1\n"                  //  3
+       "training:\n"                     //  4
+       "  seq_length: 4096\n"            //  5
+       "  global_batch_size: 512\n"      //  6
+       "layout: \"tp=2,zero=1\"\n"},     //  7
+  };
+}
+
+// `files` with one exact piece of text in `file` replaced (it must be there).
+Files edit(Files files, const std::string& file, const std::string& from, const std::string& to) {
+  std::string& text = files.at(file);
+  const size_t i = text.find(from);
+  if (i == std::string::npos) throw std::logic_error("test table: '" + from + "' not in " + file);
+  text.replace(i, from.size(), to);
+  return files;
+}
+Files add(Files files, const std::string& file, const std::string& text) {
+  files[file] += text;
+  return files;
+}
+Files without(Files files, const std::string& file) {
+  files.erase(file);
+  return files;
+}
+Files base_with(const std::string& file, const std::string& text) { return add(base_files(), file, text); }
+Files base_edit(const std::string& file, const std::string& from, const std::string& to) {
+  return edit(base_files(), file, from, to);
+}
+
+void write_files(const Files& files, const fs::path& dir) {
+  for (const auto& [name, text] : files) {
+    std::ofstream(dir / name, std::ios::binary) << expand(text, dir);
+  }
+}
+
+std::set<std::string> listing(const fs::path& dir) {
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.insert(e.path().filename().string());
+  return names;
+}
+
+// A plan spec for a shipped model and cluster (absolute paths into configs/).
+std::string shipped_spec(const std::string& model, const std::string& cluster, int nodes, int seq,
+                         int gbs) {
+  return "model: @SRC@/configs/models/" + model + ".yaml\ncluster: @SRC@/configs/clusters/" +
+         cluster + ".yaml\nnum_nodes: " + std::to_string(nodes) + "\ntraining:\n  seq_length: " +
+         std::to_string(seq) + "\n  global_batch_size: " + std::to_string(gbs) + "\n";
+}
+
+const char* const kLlama2Example = "@SRC@/configs/examples/llama2-7b-dgx-h100.yaml";
+
+// ---- the bad-input contract ---------------------------------------------------
+
+struct Case {
+  const char* name;
+  Files files;
+  std::vector<std::string> args;
+  int code;
+  std::vector<std::string> err_has;  // substrings of the one stderr line
+};
+
+void run_error_cases(const std::vector<Case>& cases) {
+  for (const Case& c : cases) {
+    INFO("case: " << c.name);
+    TempDir dir;
+    write_files(c.files, dir.path());
+    const std::set<std::string> before = listing(dir.path());
+    const Result r = run_paraplan(c.args, dir.path());
+    INFO("stdout: " << r.out);
+    INFO("stderr: " << r.err);
+    CHECK(r.signal == 0);  // no crash
+    CHECK(r.code == c.code);
+    CHECK(r.out.empty());  // nothing on stdout on error
+    // Exactly one line on stderr, in the one format.
+    CHECK(!r.err.empty());
+    CHECK(r.err.find('\n') == r.err.size() - 1);
+    CHECK(r.err.rfind("paraplan: error: ", 0) == 0);
+    CHECK(r.err.find("terminate called") == std::string::npos);
+    for (const std::string& s : c.err_has) {
+      const std::string want = expand(s, dir.path());
+      INFO("expected in stderr: " << want);
+      CHECK(r.err.find(want) != std::string::npos);
+    }
+    // An error leaves no file behind.
+    CHECK(listing(dir.path()) == before);
+  }
+}
+
+const std::vector<std::string> kCheck = {"check", "@DIR@/spec.yaml"};
+std::vector<std::string> check_with(std::vector<std::string> extra) {
+  std::vector<std::string> a = kCheck;
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+// ---- JSON helpers ------------------------------------------------------------
+
+const char* const kCategories[] = {"weights",   "gradients", "optimizer", "activations",
+                                   "transient", "comm",      "runtime",   "fragmentation"};
+
+std::int64_t sum_of_categories(const json& memory) {
+  std::int64_t sum = 0;
+  for (const char* c : kCategories) sum += memory.at(c).get<std::int64_t>();
+  return sum;
+}
+
+json parse_json(const std::string& text) {
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    FAIL("stdout is not JSON: " << e.what() << "\n" << text);
+  }
+  return {};
+}
+
+// Runs a command on base/extra files that must succeed with JSON on stdout.
+json run_json(const Files& files, const std::vector<std::string>& args, int expect_code = 0) {
+  TempDir dir;
+  write_files(files, dir.path());
+  const Result r = run_paraplan(args, dir.path());
+  INFO("stderr: " << r.err);
+  REQUIRE(r.code == expect_code);
+  CHECK(r.err.empty());
+  return parse_json(r.out);
+}
+
+}  // namespace
+
+// ==== bad input: one line, file, line, field; exit 2 ===========================
+
+TEST_CASE("malformed YAML specs: one line naming file, line and field, exit 2", "[cli][errors]") {
+  run_error_cases({
+      {"YAML syntax error gives the line (bad indentation on line 6)",
+       base_edit("spec.yaml", "  global_batch_size: 512", " global_batch_size: 512"), kCheck, 2,
+       {"@DIR@/spec.yaml:6: ", "YAML syntax error"}},
+      {"YAML syntax error in the model file",
+       base_edit("model.yaml", "vocab_size: 32000", "vocab_size: [32000"), kCheck, 2,
+       {"@DIR@/model.yaml:", "YAML syntax error"}},
+      {"unknown model key suggests the closest (hiden_size)",
+       base_edit("model.yaml", "hidden_size:", "hiden_size:"), kCheck, 2,
+       {"@DIR@/model.yaml:3: hiden_size: ", "unknown key", "did you mean 'hidden_size'"}},
+      {"unknown top-level key suggests the closest (trainig)",
+       base_edit("spec.yaml", "training:", "trainig:"), kCheck, 2,
+       {"@DIR@/spec.yaml:4: trainig: ", "unknown key", "did you mean 'training'"}},
+      {"unknown nested key is dotted (search.tpp)", base_with("spec.yaml", "search:\n  tpp: [1]\n"),
+       kCheck, 2, {"@DIR@/spec.yaml:9: search.tpp: ", "did you mean 'tp'"}},
+      {"string for an integer", base_edit("model.yaml", "num_layers: 32", "num_layers: \"many\""),
+       kCheck, 2, {"@DIR@/model.yaml:2: num_layers: ", "expected an integer", "'many'"}},
+      {"fraction for an integer",
+       base_edit("spec.yaml", "global_batch_size: 512", "global_batch_size: 512.5"), kCheck, 2,
+       {"@DIR@/spec.yaml:6: training.global_batch_size: ", "expected an integer"}},
+      {"list for a bool", base_edit("model.yaml", "tie_embeddings: false", "tie_embeddings: [true]"),
+       kCheck, 2, {"@DIR@/model.yaml:10: tie_embeddings: ", "expected true or false", "a list"}},
+      {"value outside a choice", base_edit("model.yaml", "activation: swiglu", "activation: relu"),
+       kCheck, 2, {"@DIR@/model.yaml:8: activation: ", "gelu | swiglu", "'relu'"}},
+      {"num_layers 0", base_edit("model.yaml", "num_layers: 32", "num_layers: 0"), kCheck, 2,
+       {"@DIR@/model.yaml:2: num_layers: ", "expected a positive integer", "got 0"}},
+      {"seq_length -4", base_edit("spec.yaml", "seq_length: 4096", "seq_length: -4"), kCheck, 2,
+       {"@DIR@/spec.yaml:5: training.seq_length: ", "expected a positive integer", "got -4"}},
+      {"seq_length beyond int", base_edit("spec.yaml", "seq_length: 4096", "seq_length: 3000000000"),
+       kCheck, 2, {"@DIR@/spec.yaml:5: training.seq_length: ", "expected at most 4194304"}},
+      {"memory_gib 0", base_edit("cluster.yaml", "memory_gib: 80", "memory_gib: 0"), kCheck, 2,
+       {"@DIR@/cluster.yaml:4: gpu.memory_gib: ", "expected a positive number", "got 0"}},
+      {"negative latency", base_edit("cluster.yaml", "latency_us: 3\n", "latency_us: -1\n"), kCheck, 2,
+       {"@DIR@/cluster.yaml:10: intra_node.latency_us: ", "expected a number >= 0"}},
+      {"fragmentation 1", base_edit("cluster.yaml", "fragmentation: 0.05", "fragmentation: 1"),
+       kCheck, 2, {"@DIR@/cluster.yaml:15: fragmentation: ", "[0, 1)", "got 1"}},
+      {"fragmentation 1.5", base_edit("cluster.yaml", "fragmentation: 0.05", "fragmentation: 1.5"),
+       kCheck, 2, {"@DIR@/cluster.yaml:15: fragmentation: ", "[0, 1)"}},
+      {"memory_headroom 1", base_edit("spec.yaml", "num_nodes: 1\n", "num_nodes: 1\nmemory_headroom: 1\n"),
+       kCheck, 2, {"@DIR@/spec.yaml:4: memory_headroom: ", "[0, 1)"}},
+      {"missing required model key", base_edit("model.yaml", "vocab_size: 32000\n", ""), kCheck, 2,
+       {"@DIR@/model.yaml", ": vocab_size: ", "missing required key"}},
+      {"missing cluster section", base_edit("cluster.yaml", "intra_node:\n  bandwidth_gbs: 450\n  latency_us: 3\n", ""),
+       kCheck, 2, {"@DIR@/cluster.yaml", ": intra_node: ", "missing required key"}},
+      {"kv heads that do not divide the heads", base_edit("model.yaml", "num_kv_heads: 8", "num_kv_heads: 7"),
+       kCheck, 2, {"@DIR@/model.yaml:5: num_kv_heads: ", "divisor of num_attention_heads 32", "got 7"}},
+      {"fp16 gradients with bf16 training",
+       base_edit("spec.yaml", "  global_batch_size: 512\n", "  global_batch_size: 512\n  grad_dtype: fp16\n"),
+       kCheck, 2, {"@DIR@/spec.yaml:7: training.grad_dtype: "}},
+      {"ZeRO stage 4 in the search space", base_with("spec.yaml", "search:\n  zero: [0, 4]\n"), kCheck,
+       2, {"@DIR@/spec.yaml:9: search.zero: ", "0-3", "got 4"}},
+      {"bad layout string inside the spec",
+       base_edit("spec.yaml", "layout: \"tp=2,zero=1\"", "layout: \"tp=2,foo=1\""), kCheck, 2,
+       {"@DIR@/spec.yaml:7: layout.foo: ", "unknown layout field 'foo'"}},
+      {"empty spec file", Files{{"spec.yaml", ""}}, kCheck, 2,
+       {"@DIR@/spec.yaml: ", "expected a mapping"}},
+      {"spec that is a list", Files{{"spec.yaml", "- model.yaml\n"}}, kCheck, 2,
+       {"@DIR@/spec.yaml:1: ", "expected a mapping", "a list"}},
+  });
+}
+
+TEST_CASE("layouts that cannot run: exit 2 naming the layout field and why", "[cli][errors]") {
+  const Files b = base_files();
+  run_error_cases({
+      {"heads not divisible by tp (12 heads, tp=8)",
+       edit(edit(edit(b, "model.yaml", "num_attention_heads: 32", "num_attention_heads: 12"), "model.yaml",
+                 "num_kv_heads: 8", "num_kv_heads: 12"),
+            "model.yaml", "hidden_size: 4096", "hidden_size: 768"),
+       check_with({"--layout", "tp=8"}), 2,
+       {"@DIR@/spec.yaml: layout.tp: ", "num_attention_heads 12 is not divisible by tp 8"}},
+      {"kv heads not divisible by tp (8 kv heads, tp=16 on 2 nodes, TP across nodes allowed)",
+       add(b, "spec.yaml", "search:\n  allow_tp_across_nodes: true\n"),
+       check_with({"--layout", "tp=16", "--nodes", "2"}), 2,
+       {"@DIR@/spec.yaml: layout.tp: ", "num_kv_heads 8 is not divisible by tp 16"}},
+      {"layers not divisible by pp*vpp (32 layers, pp=4, vpp=3)", b,
+       check_with({"--layout", "pp=4,vpp=3"}), 2,
+       {"@DIR@/spec.yaml: layout.pp: ", "num_layers 32 is not divisible by pp*vpp = 12"}},
+      {"global batch not divisible by dp*mbs (512, dp=8, mbs=3)", b,
+       check_with({"--layout", "dp=8,mbs=3"}), 2,
+       {"@DIR@/spec.yaml: layout.mbs: ", "global_batch_size 512 is not divisible by dp*mbs = 24"}},
+      {"GPU count the layout does not multiply to (dp=3, tp=2 on 8 GPUs)", b,
+       check_with({"--layout", "dp=3,tp=2"}), 2,
+       {"@DIR@/spec.yaml: layout.dp: ", "3*2*1 = 6 GPUs", "the spec has 8"}},
+      {"tp*pp that does not divide the GPUs (tp=16 on 8)", b, check_with({"--layout", "tp=16"}), 2,
+       {"@DIR@/spec.yaml: layout.tp: ", "does not divide the 8 GPUs"}},
+      {"vpp without pipeline parallelism", b, check_with({"--layout", "pp=1,vpp=2"}), 2,
+       {"@DIR@/spec.yaml: layout.vpp: ", "needs pp > 1"}},
+      {"sequence parallelism with a sequence not divisible by tp",
+       edit(b, "spec.yaml", "seq_length: 4096", "seq_length: 4097"), check_with({"--layout", "tp=2,sp=1"}), 2,
+       {"@DIR@/spec.yaml: layout.sp: ", "seq_length 4097 divisible by tp 2"}},
+      {"interleaved schedule with 2 micro-batches on pp=4 (dp=2, mbs=128)",
+       b, check_with({"--layout", "pp=4,vpp=2,mbs=128"}), 2,
+       {"@DIR@/spec.yaml: layout.vpp: ", "micro-batches (2) divisible by pp 4"}},
+  });
+}
+
+TEST_CASE("malformed --layout strings", "[cli][errors][layout]") {
+  const Files b = base_files();
+  run_error_cases({
+      {"unknown field", b, check_with({"--layout", "tp=2,foo=1"}), 2,
+       {"--layout: layout.foo: ", "unknown layout field 'foo'", "known: dp, tp, pp"}},
+      {"zero=5", b, check_with({"--layout", "zero=5"}), 2, {"--layout: layout.zero: ", "0-3", "got 5"}},
+      {"recompute=partial", b, check_with({"--layout", "recompute=partial"}), 2,
+       {"--layout: layout.recompute: ", "none, selective or full", "'partial'"}},
+      {"tp=0", b, check_with({"--layout", "tp=0"}), 2, {"--layout: layout.tp: ", "expected an integer >= 1"}},
+      {"tp=two", b, check_with({"--layout", "tp=two"}), 2, {"--layout: layout.tp: ", "expected an integer"}},
+      {"empty value", b, check_with({"--layout", "tp=2,dp="}), 2, {"--layout: layout.dp: "}},
+      {"no '='", b, check_with({"--layout", "tp"}), 2, {"--layout: layout.tp: ", "expected key=value"}},
+      {"sp=2", b, check_with({"--layout", "tp=2,sp=2"}), 2, {"--layout: layout.sp: ", "expected 0 or 1"}},
+      {"schedule=zigzag", b, check_with({"--layout", "schedule=zigzag"}), 2,
+       {"--layout: layout.schedule: ", "1f1b, interleaved or gpipe"}},
+      {"schedule=interleaved without vpp", b, check_with({"--layout", "schedule=interleaved"}), 2,
+       {"--layout: layout.schedule: ", "needs vpp > 1"}},
+  });
+}
+
+TEST_CASE("malformed --megatron-args", "[cli][errors][megatron]") {
+  const Files b = base_files();
+  run_error_cases({
+      {"non-integer size", b, check_with({"--megatron-args", "--tensor-model-parallel-size two"}), 2,
+       {"--megatron-args: --tensor-model-parallel-size: ", "expected a positive integer", "'two'"}},
+      {"zero size", b, check_with({"--megatron-args", "--pipeline-model-parallel-size 0"}), 2,
+       {"--megatron-args: --pipeline-model-parallel-size: ", "expected a positive integer"}},
+      {"flag without its value", b, check_with({"--megatron-args", "--micro-batch-size"}), 2,
+       {"--megatron-args: --micro-batch-size: ", "expected a value"}},
+      {"model shape mismatch: --num-layers 80 for a 32-layer model", b,
+       check_with({"--megatron-args", "--num-layers 80 --tensor-model-parallel-size 2"}), 2,
+       {"--megatron-args: --num-layers: ", "is 80 but the model's num_layers is 32"}},
+      {"model shape mismatch: --num-query-groups", b,
+       check_with({"--megatron-args", "--num-query-groups 4"}), 2,
+       {"--megatron-args: --num-query-groups: ", "num_kv_heads is 8"}},
+      {"unknown recompute granularity", b,
+       check_with({"--megatron-args", "--recompute-granularity partial"}), 2,
+       {"--megatron-args: --recompute-granularity: ", "full or selective"}},
+      {"context parallelism is not modelled", b, check_with({"--megatron-args", "--context-parallel-size 2"}),
+       2, {"--megatron-args: --context-parallel-size: ", "not modelled"}},
+      {"layers per virtual stage that do not divide a stage", b,
+       check_with({"--megatron-args",
+                   "--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 5"}),
+       2, {"--megatron-args: --num-layers-per-virtual-pipeline-stage: ", "16 layers per pipeline stage"}},
+      {"conflicts with --layout", b,
+       check_with({"--layout", "tp=2", "--megatron-args", "--tensor-model-parallel-size 4"}), 2,
+       {"--megatron-args: tp: ", "conflicts with --layout", "2 vs 4"}},
+  });
+}
+
+TEST_CASE("malformed or missing DeepSpeed configs", "[cli][errors][deepspeed]") {
+  const auto ds = [](const std::string& text) { return base_with("ds.json", text); };
+  const std::vector<std::string> args = check_with({"--deepspeed-config", "@DIR@/ds.json"});
+  run_error_cases({
+      {"JSON syntax error", ds("{\"zero_optimization\": {\"stage\": 3,}\n"), args, 2,
+       {"@DIR@/ds.json:1: ", "JSON syntax error"}},
+      {"missing file", base_files(), args, 2, {"@DIR@/ds.json: --deepspeed-config: ", "cannot read"}},
+      {"not an object", ds("[1, 2]\n"), args, 2, {"@DIR@/ds.json: ", "expected a JSON object"}},
+      {"stage as a string", ds("{\"zero_optimization\": {\"stage\": \"3\"}}\n"), args, 2,
+       {"@DIR@/ds.json: zero_optimization.stage: ", "expected an integer >= 0"}},
+      {"stage 4", ds("{\"zero_optimization\": {\"stage\": 4}}\n"), args, 2,
+       {"@DIR@/ds.json: zero_optimization.stage: ", "0-3"}},
+      {"micro batch 0", ds("{\"train_micro_batch_size_per_gpu\": 0}\n"), args, 2,
+       {"@DIR@/ds.json: train_micro_batch_size_per_gpu: ", "expected a positive integer"}},
+      {"optimizer offload is not modelled",
+       ds("{\"zero_optimization\": {\"stage\": 2, \"offload_optimizer\": {\"device\": \"cpu\"}}}\n"), args, 2,
+       {"@DIR@/ds.json: zero_optimization.offload_optimizer: ", "offload is not modelled"}},
+  });
+}
+
+TEST_CASE("HuggingFace config.json models: missing keys and MoE are errors", "[cli][errors][hf]") {
+  const std::string llama =
+      "{\n"
+      "  \"hidden_act\": \"silu\",\n"
+      "  \"hidden_size\": 4096,\n"
+      "  \"intermediate_size\": 11008,\n"
+      "  \"max_position_embeddings\": 4096,\n"
+      "  \"model_type\": \"llama\",\n"
+      "  \"num_attention_heads\": 32,\n"
+      "  \"num_hidden_layers\": 32,\n"
+      "  \"num_key_value_heads\": 32,\n"
+      "  \"rms_norm_eps\": 1e-05,\n"
+      "  \"tie_word_embeddings\": false,\n"
+      "  \"vocab_size\": 32000\n"
+      "}\n";
+  // Mixtral-8x7B's config.json (the keys that matter here).
+  const std::string mixtral =
+      "{\"model_type\": \"mixtral\", \"hidden_act\": \"silu\", \"hidden_size\": 4096,"
+      " \"intermediate_size\": 14336, \"num_attention_heads\": 32, \"num_hidden_layers\": 32,"
+      " \"num_key_value_heads\": 8, \"num_local_experts\": 8, \"num_experts_per_tok\": 2,"
+      " \"rms_norm_eps\": 1e-05, \"tie_word_embeddings\": false, \"vocab_size\": 32000}\n";
+  const auto hf = [](const std::string& config) {
+    Files f = base_edit("spec.yaml", "model: model.yaml", "model: config.json");
+    f["config.json"] = config;
+    return f;
+  };
+  run_error_cases({
+      {"missing num_hidden_layers", hf(replace_all(llama, "  \"num_hidden_layers\": 32,\n", "")), kCheck, 2,
+       {"@DIR@/config.json: num_hidden_layers: ", "missing required key"}},
+      {"string for an integer", hf(replace_all(llama, "\"hidden_size\": 4096", "\"hidden_size\": \"4096\"")),
+       kCheck, 2, {"@DIR@/config.json: hidden_size: ", "expected a positive integer"}},
+      {"unknown activation", hf(replace_all(llama, "\"silu\"", "\"relu\"")), kCheck, 2,
+       {"@DIR@/config.json: hidden_act: ", "relu"}},
+      {"mixture of experts is rejected", hf(mixtral), kCheck, 2,
+       {"@DIR@/config.json: model_type: ", "mixture-of-experts", "mixtral"}},
+      {"JSON syntax error", hf("{\n  \"hidden_size\": 4096,\n  oops\n}\n"), kCheck, 2,
+       {"@DIR@/config.json:3: ", "JSON syntax error"}},
+  });
+}
+
+TEST_CASE("missing files, no layout and command-line misuse", "[cli][errors]") {
+  run_error_cases({
+      {"missing spec file", Files{}, kCheck, 2, {"@DIR@/spec.yaml: ", "cannot read file"}},
+      {"missing model file referenced by the spec", without(base_files(), "model.yaml"), kCheck, 2,
+       {"@DIR@/spec.yaml:1: model: ", "file not found", "@DIR@/model.yaml"}},
+      {"missing cluster file referenced by the spec", without(base_files(), "cluster.yaml"), kCheck, 2,
+       {"@DIR@/spec.yaml:2: cluster: ", "file not found", "@DIR@/cluster.yaml"}},
+      {"no layout given at all", base_edit("spec.yaml", "layout: \"tp=2,zero=1\"\n", ""), kCheck, 2,
+       {"@DIR@/spec.yaml: layout: ", "no layout given", "--layout"}},
+      {"no layout given to explain", base_edit("spec.yaml", "layout: \"tp=2,zero=1\"\n", ""),
+       {"explain", "@DIR@/spec.yaml"}, 2, {"@DIR@/spec.yaml: layout: ", "no layout given"}},
+      {"--stage beyond the pipeline", base_files(), {"explain", "@DIR@/spec.yaml", "--stage", "2"}, 2,
+       {"--stage: ", "below pp 1"}},
+      {"unknown --format", base_files(), check_with({"--format", "xml"}), 2, {"--format", "xml"}},
+      {"--nodes 0", base_files(), check_with({"--nodes", "0"}), 2, {"--nodes"}},
+      {"unknown option", base_files(), check_with({"--bogus"}), 2, {"--bogus"}},
+      {"no subcommand", base_files(), {}, 2, {"subcommand"}},
+  });
+}
+
+// ==== check: exit codes and the verdict =======================================
+
+TEST_CASE("check: exit 0 and silent when the layout fits, 1 and one line when not", "[cli][check]") {
+  SECTION("fits: exit 0, nothing printed") {
+    TempDir dir;
+    write_files(base_files(), dir.path());
+    const Result r = run_paraplan(kCheck, dir.path());
+    INFO(r.out << r.err);
+    CHECK(r.code == 0);
+    CHECK(r.out.empty());
+    CHECK(r.err.empty());
+  }
+  SECTION("fits, -v: one 'fits:' line on stdout") {
+    TempDir dir;
+    write_files(base_files(), dir.path());
+    const Result r = run_paraplan(check_with({"-v"}), dir.path());
+    INFO(r.out << r.err);
+    CHECK(r.code == 0);
+    CHECK(r.out.rfind("fits: dp=4,tp=2,pp=1,", 0) == 0);
+    CHECK(r.out.find('\n') == r.out.size() - 1);
+    CHECK(r.err.empty());
+  }
+  SECTION("the shipped example (Llama-2-7B, NeMo recipe layout) fits") {
+    TempDir dir;
+    const Result r = run_paraplan({"check", kLlama2Example}, dir.path());
+    INFO(r.out << r.err);
+    CHECK(r.code == 0);
+    CHECK(r.out.empty());
+    CHECK(r.err.empty());
+  }
+  SECTION("Llama-3.1-70B with dp=8, tp=1 on one DGX H100: exit 1, one line naming the optimizer") {
+    // 70.55e9 params x 16 B/param of model state alone is 1,051 GiB per GPU.
+    TempDir dir;
+    write_files({{"spec.yaml", shipped_spec("llama-3.1-70b", "dgx-h100", 1, 8192, 512)}}, dir.path());
+    const Result r = run_paraplan(check_with({"--layout", "dp=8,tp=1"}), dir.path());
+    INFO(r.out << r.err);
+    CHECK(r.code == 1);
+    CHECK(r.err.empty());
+    CHECK(r.out.rfind("does not fit: dp=8,tp=1,pp=1,", 0) == 0);
+    CHECK(r.out.find('\n') == r.out.size() - 1);
+    CHECK(r.out.find("largest term optimizer") != std::string::npos);
+  }
+  SECTION("does not fit, --format json: exit 1 with fits false and a negative margin") {
+    const json j = run_json({{"spec.yaml", shipped_spec("llama-3.1-70b", "dgx-h100", 1, 8192, 512)}},
+                            check_with({"--layout", "dp=8,tp=1", "--format", "json"}), 1);
+    CHECK(j.at("fits") == false);
+    CHECK(j.at("margin_bytes").get<std::int64_t>() < 0);
+  }
+}
+
+// ==== JSON output ================================================================
+
+TEST_CASE("check and explain --format json: schema and self-consistency (Llama-2-7B example)", "[cli][json]") {
+  for (const char* command : {"check", "explain"}) {
+    INFO(command);
+    const json j = run_json({}, {command, kLlama2Example, "--format", "json"});
+    for (const char* key : {"layout", "fits", "gpu_memory_bytes", "peak_memory_bytes", "headroom_bytes",
+                            "usable_memory_bytes", "margin_bytes", "heaviest_stage", "heaviest_rank",
+                            "memory", "stages", "params", "model", "cluster", "num_gpus",
+                            "num_microbatches"}) {
+      INFO("key " << key);
+      CHECK(j.contains(key));
+    }
+    CHECK(j.at("layout") == "dp=4,tp=2,pp=1,vpp=1,sp=0,zero=1,recompute=none,mbs=1,schedule=1f1b");
+    CHECK(j.at("model") == "Llama-2-7B");
+    CHECK(j.at("num_gpus") == 8);
+    CHECK(j.at("num_microbatches") == 512 / 4);
+    // FACTS.md: Llama-2-7B has 6,738,415,616 weights; tp=2 halves each layer.
+    CHECK(j.at("params").at("total") == 6'738'415'616LL);
+    CHECK(j.at("params").at("per_rank").get<std::int64_t>() < 6'738'415'616LL / 2 + 300'000'000);
+    // Memory: the 8 categories plus total, total = their sum, = peak.
+    const json& mem = j.at("memory");
+    CHECK(mem.size() == 9);
+    CHECK(mem.at("total").get<std::int64_t>() == sum_of_categories(mem));
+    CHECK(mem.at("total") == j.at("peak_memory_bytes"));
+    // Stages: one per pipeline stage, heaviest is the peak.
+    const json& stages = j.at("stages");
+    REQUIRE(stages.is_array());
+    REQUIRE(stages.size() == 1);
+    std::int64_t max_total = 0;
+    for (size_t i = 0; i < stages.size(); ++i) {
+      CHECK(stages[i].at("stage") == i);
+      const json& m = stages[i].at("memory");
+      CHECK(m.at("total").get<std::int64_t>() == sum_of_categories(m));
+      max_total = std::max(max_total, m.at("total").get<std::int64_t>());
+    }
+    CHECK(max_total == j.at("peak_memory_bytes").get<std::int64_t>());
+    // GPU memory bookkeeping: 79.65 GiB, 5 % headroom kept free.
+    const auto gpu = j.at("gpu_memory_bytes").get<std::int64_t>();
+    CHECK(gpu == std::llround(79.65 * 1024 * 1024 * 1024));
+    CHECK(j.at("headroom_bytes").get<std::int64_t>() == std::llround(0.05 * double(gpu)));
+    CHECK(j.at("usable_memory_bytes").get<std::int64_t>() == gpu - j.at("headroom_bytes").get<std::int64_t>());
+    CHECK(j.at("margin_bytes").get<std::int64_t>() ==
+          j.at("usable_memory_bytes").get<std::int64_t>() - j.at("peak_memory_bytes").get<std::int64_t>());
+    CHECK(j.at("fits") == (j.at("margin_bytes").get<std::int64_t>() >= 0));
+    CHECK(j.at("fits") == true);
+  }
+}
+
+TEST_CASE("JSON of a pipelined layout: one entry per stage, heaviest named", "[cli][json]") {
+  const json j = run_json({}, {"check", kLlama2Example, "--format", "json", "--layout", "tp=2,pp=4,vpp=2"});
+  const json& stages = j.at("stages");
+  REQUIRE(stages.size() == 4);
+  std::int64_t max_total = 0;
+  int argmax = 0;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const json& m = stages[i].at("memory");
+    CHECK(stages[i].at("stage") == i);
+    CHECK(m.at("total").get<std::int64_t>() == sum_of_categories(m));
+    if (m.at("total").get<std::int64_t>() > max_total)
+      max_total = m.at("total").get<std::int64_t>(), argmax = int(i);
+  }
+  CHECK(j.at("heaviest_stage") == argmax);
+  CHECK(j.at("peak_memory_bytes") == max_total);
+  CHECK(j.at("memory") == stages[size_t(argmax)].at("memory"));
+  CHECK(j.at("layout") == "dp=1,tp=2,pp=4,vpp=2,sp=0,zero=0,recompute=none,mbs=1,schedule=1f1b");
+}
+
+TEST_CASE("explain --formulas --format json: the terms add up to the stage", "[cli][json][explain]") {
+  const json j = run_json({}, {"explain", kLlama2Example, "--format", "json", "--formulas", "--layout",
+                               "tp=2,pp=2,zero=1", "--stage", "1"});
+  REQUIRE(j.contains("terms"));
+  CHECK(j.at("terms").at("stage") == 1);
+  std::int64_t sum = 0;
+  std::map<std::string, std::int64_t> by_category;
+  for (const json& t : j.at("terms").at("items")) {
+    CHECK(t.contains("term"));
+    CHECK(!t.at("formula").get<std::string>().empty());
+    sum += t.at("bytes").get<std::int64_t>();
+    by_category[t.at("category")] += t.at("bytes").get<std::int64_t>();
+  }
+  const json& stage1 = j.at("stages").at(1).at("memory");
+  CHECK(sum == stage1.at("total").get<std::int64_t>());
+  for (const char* c : kCategories) {
+    INFO(c);
+    CHECK(by_category[c] == stage1.at(c).get<std::int64_t>());
+  }
+}
+
+// ==== layout sources agree ======================================================
+
+TEST_CASE("Megatron-LM arguments give the same report as the equivalent --layout", "[cli][megatron]") {
+  struct Equiv {
+    const char* megatron;
+    const char* layout;
+  };
+  const Equiv cases[] = {
+      {"--tensor-model-parallel-size 2 --pipeline-model-parallel-size 1 --use-distributed-optimizer "
+       "--micro-batch-size 1",
+       "tp=2,pp=1,zero=1,mbs=1"},
+      // Every other Megatron flag is ignored; model-shape flags that match are accepted.
+      {"--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --ffn-hidden-size 11008 --lr 3e-4 "
+       "--swiglu --tensor-model-parallel-size=4 --sequence-parallel --recompute-granularity selective "
+       "--micro-batch-size 2",
+       "tp=4,sp=1,recompute=selective,mbs=2"},
+      {"--pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 4 "
+       "--recompute-granularity full",
+       "pp=4,vpp=2,recompute=full"},
+  };
+  for (const Equiv& c : cases) {
+    INFO(c.megatron << "  vs  " << c.layout);
+    const json m = run_json({}, {"check", kLlama2Example, "--format", "json", "--megatron-args", c.megatron});
+    const json l = run_json({}, {"check", kLlama2Example, "--format", "json", "--layout", c.layout});
+    CHECK(m.at("peak_memory_bytes") == l.at("peak_memory_bytes"));
+    CHECK(m == l);
+  }
+}
+
+TEST_CASE("a DeepSpeed config sets ZeRO stage and micro-batch", "[cli][deepspeed]") {
+  const Files ds = {{"ds.json",
+                     "{\"train_micro_batch_size_per_gpu\": 1, \"zero_optimization\": {\"stage\": 3},"
+                     " \"bf16\": {\"enabled\": true}}\n"}};
+  const json j = run_json(ds, {"check", kLlama2Example, "--format", "json", "--deepspeed-config", "@DIR@/ds.json"});
+  CHECK(j.at("layout") == "dp=8,tp=1,pp=1,vpp=1,sp=0,zero=3,recompute=none,mbs=1,schedule=1f1b");
+  const json l = run_json({}, {"check", kLlama2Example, "--format", "json", "--layout", "zero=3,mbs=1"});
+  CHECK(j == l);
+  // Megatron-DeepSpeed: tp from Megatron arguments, ZeRO from the config.
+  const json both = run_json(ds, {"check", kLlama2Example, "--format", "json", "--deepspeed-config",
+                                  "@DIR@/ds.json", "--megatron-args", "--tensor-model-parallel-size 2"});
+  CHECK(both.at("layout") == "dp=4,tp=2,pp=1,vpp=1,sp=0,zero=3,recompute=none,mbs=1,schedule=1f1b");
+}
+
+TEST_CASE("a HuggingFace config.json model gives the YAML model's report", "[cli][hf]") {
+  const std::string spec_tail =
+      "cluster: @SRC@/configs/clusters/dgx-h100.yaml\nnum_nodes: 1\ntraining:\n  seq_length: 4096\n"
+      "  global_batch_size: 512\nlayout: \"tp=2,zero=1\"\n";
+  const json hf = run_json({{"spec.yaml", "model: @SRC@/tests/data/hf/llama-2-7b-hf/config.json\n" + spec_tail}},
+                           {"check", "@DIR@/spec.yaml", "--format", "json"});
+  const json yaml = run_json({{"spec.yaml", "model: @SRC@/configs/models/llama-2-7b.yaml\n" + spec_tail}},
+                             {"check", "@DIR@/spec.yaml", "--format", "json"});
+  CHECK(hf.at("params").at("total") == 6'738'415'616LL);
+  CHECK(hf.at("peak_memory_bytes") == yaml.at("peak_memory_bytes"));
+  CHECK(hf.at("memory") == yaml.at("memory"));
+}
+
+// ==== explain: human formats ====================================================
+
+TEST_CASE("explain prints the table, the verdict and the formulas", "[cli][explain]") {
+  TempDir dir;
+  SECTION("table with --formulas") {
+    const Result r = run_paraplan({"explain", kLlama2Example, "--formulas"}, dir.path());
+    INFO(r.out << r.err);
+    CHECK(r.code == 0);
+    CHECK(r.err.empty());
+    for (const char* s : {"model    Llama-2-7B", "layout   dp=4,tp=2,pp=1", "<- heaviest", "FITS",
+                          "stage 0 terms:", "Adam state"})
+      CHECK(r.out.find(s) != std::string::npos);
+  }
+  SECTION("markdown") {
+    const Result r = run_paraplan({"explain", kLlama2Example, "--format", "markdown"}, dir.path());
+    CHECK(r.code == 0);
+    CHECK(r.out.rfind("## paraplan explain", 0) == 0);
+    CHECK(r.out.find("| stage |") != std::string::npos);
+  }
+  SECTION("explain exits 0 even when the layout does not fit (check is the gate)") {
+    const Result r = run_paraplan({"explain", kLlama2Example, "--layout", "dp=8,tp=1"}, dir.path());
+    CHECK(r.code == 0);
+    CHECK(r.out.find("DOES NOT FIT") != std::string::npos);
+  }
+}

@@ -1,0 +1,194 @@
+#include <catch2/catch.hpp>
+
+#include "costmodel/schedule.hpp"
+#include "costmodel/time.hpp"
+
+using namespace paraplan;
+
+namespace {
+
+// Llama-2-7B dimensions (FACTS.md).
+Model llama7b() {
+  Model m;
+  m.name = "llama-2-7b";
+  m.num_layers = 32;
+  m.hidden_size = 4096;
+  m.num_attention_heads = 32;
+  m.num_kv_heads = 32;
+  m.head_dim = 128;
+  m.ffn_hidden_size = 11008;
+  m.vocab_size = 32000;
+  m.activation = Activation::kSwiglu;
+  m.normalization = Normalization::kRmsNorm;
+  m.position_embedding = PositionEmbedding::kRope;
+  return m;
+}
+
+Cluster dgx_h100(int gpus_per_node = 8) {
+  Cluster c;
+  c.name = "DGX-H100";
+  c.gpu.memory_gib = 79.65;
+  c.gpu.peak_tflops_bf16 = 989;
+  c.gpu.hbm_bandwidth_gbs = 3350;
+  c.gpus_per_node = gpus_per_node;
+  c.intra_node = {450, 3.4};
+  c.inter_node = {50, 14.0};
+  return c;
+}
+
+Spec spec(int nodes, int global_batch, int gpus_per_node = 8) {
+  Spec s;
+  s.model = llama7b();
+  s.cluster = dgx_h100(gpus_per_node);
+  s.num_nodes = nodes;
+  s.training.seq_length = 4096;
+  s.training.global_batch_size = global_batch;
+  s.training.flash_attention = true;
+  s.training.optimizer_state_bytes = 12;
+  s.search.allow_tp_across_nodes = true;
+  return s;
+}
+
+Layout resolved(const Spec& s, const char* text) {
+  Layout l = parse_layout(text);
+  const auto problem = resolve_layout(s, &l);
+  REQUIRE_FALSE(problem.has_value());
+  return l;
+}
+
+double sum_of_terms(const StepTime& t) {
+  return t.compute_s + t.tp_comm_s + t.pp_comm_s + t.dp_comm_s + t.bubble_s + t.optimizer_s;
+}
+
+}  // namespace
+
+TEST_CASE("Bubble fractions, p = 8, m = 16 and p = 10, m = 4", "[time]") {
+  Layout l;
+  l.pp = 8;
+  CHECK(bubble_fraction_of_step(l, 16) == Approx(7.0 / 23.0).epsilon(1e-15));
+  CHECK(bubble_fraction_of_ideal(l, 16) == Approx(7.0 / 16.0).epsilon(1e-15));
+  l.pp = 10;
+  CHECK(bubble_fraction_of_step(l, 4) == Approx(9.0 / 13.0).epsilon(1e-15));
+  CHECK(bubble_fraction_of_ideal(l, 4) == Approx(9.0 / 4.0).epsilon(1e-15));
+  l.schedule = Schedule::kGPipe;
+  CHECK(bubble_fraction_of_step(l, 4) == Approx(9.0 / 13.0).epsilon(1e-15));
+  // Interleaved with v = 2: (p-1)/(v·m + p-1) and (p-1)/(v·m).
+  l.schedule = Schedule::k1F1B;
+  l.pp = 8;
+  l.vpp = 2;
+  CHECK(bubble_fraction_of_step(l, 16) == Approx(7.0 / 39.0).epsilon(1e-15));
+  CHECK(bubble_fraction_of_ideal(l, 16) == Approx(7.0 / 32.0).epsilon(1e-15));
+}
+
+TEST_CASE("The step's bubble is (p-1) micro-batch times, 7/23 of the pipeline at p=8, m=16",
+          "[time]") {
+  const Spec s = spec(1, 16);
+  const Layout l = resolved(s, "tp=1,pp=8,mbs=1");
+  const StepTime t = estimate_time(s, l);
+  REQUIRE(t.microbatches == 16);
+  CHECK(t.bubble_s == Approx(7 * t.microbatch_s).epsilon(1e-12));
+  CHECK(t.bubble_s / (t.bubble_s + 16 * t.microbatch_s) == Approx(7.0 / 23.0).epsilon(1e-12));
+  CHECK(t.bubble_fraction == Approx(7.0 / 23.0).epsilon(1e-15));
+  CHECK(t.bubble_fraction_of_ideal == Approx(7.0 / 16.0).epsilon(1e-15));
+  CHECK(t.step_s == Approx(sum_of_terms(t)).epsilon(1e-12));
+
+  // Interleaving with v = 2 halves the bubble: (p-1)·t/v.
+  const Layout li = resolved(s, "tp=1,pp=8,vpp=2,mbs=1");
+  const StepTime ti = estimate_time(s, li);
+  CHECK(ti.bubble_s == Approx(3.5 * ti.microbatch_s).epsilon(1e-12));
+  CHECK(ti.bubble_fraction == Approx(7.0 / 39.0).epsilon(1e-15));
+}
+
+TEST_CASE("GEMM roofline, hand-computed", "[time]") {
+  Cluster c;
+  c.gpu.peak_tflops_bf16 = 100;  // 100e12 FLOP/s
+  c.gpu.hbm_bandwidth_gbs = 1000;
+  c.gemm_efficiency = 0.5;  // 50e12 FLOP/s achievable
+  c.hbm_efficiency = 0.5;   // 500e9 B/s achievable
+  // 1024^3: 2^31 FLOPs / 50e12 = 42.94967296 us; 3·2^20·2 B / 500e9 = 12.58 us → compute-bound.
+  const Gemm big{"big", 1, 1024, 1024, 1024, false};
+  CHECK(gemm_time(big, c, 2) == Approx(4.294967296e-5).epsilon(1e-12));
+  // 16 × 1024 × 1024: 2^25 FLOPs → 0.67 us; (16·1024 + 1024² + 16·1024)·2 B = 2,162,688 B
+  // → 4.325376 us: memory-bound.
+  const Gemm skinny{"skinny", 1, 16, 1024, 1024, false};
+  CHECK(gemm_time(skinny, c, 2) == Approx(4.325376e-6).epsilon(1e-12));
+  // Per FLOP the skinny GEMM is slower.
+  CHECK(gemm_time(skinny, c, 2) / skinny.flops() > gemm_time(big, c, 2) / big.flops());
+  CHECK(memory_bound_time(1e9, c) == Approx(2e-3).epsilon(1e-15));
+}
+
+TEST_CASE("Step time is the sum of its terms and throughput follows from it", "[time]") {
+  const Spec s = spec(4, 128);
+  const Layout l = resolved(s, "tp=4,pp=2,sp=1,zero=1,recompute=selective,mbs=1");
+  const StepTime t = estimate_time(s, l);
+  CHECK(t.step_s == Approx(sum_of_terms(t)).epsilon(1e-12));
+  CHECK(t.tokens_per_s == Approx(128.0 * 4096 / t.step_s).epsilon(1e-12));
+  CHECK(t.mfu > 0.2);
+  CHECK(t.mfu < 0.75);  // never above gemm_efficiency
+  CHECK(t.hfu >= t.mfu);
+  CHECK(t.tflops_per_gpu == Approx(t.mfu * 989).epsilon(1e-12));
+  CHECK(t.hardware_flops_per_step > t.model_flops_per_step);
+  CHECK(t.model_flops_per_step == Approx(model_flops_per_step(s.model, s.training)).epsilon(1e-15));
+  CHECK(t.hardware_flops_per_step ==
+        Approx(hardware_flops_per_step(s.model, s.training, l.recompute)).epsilon(1e-15));
+  CHECK(t.exposed_comm_fraction > 0);
+  CHECK(t.exposed_comm_fraction < 1);
+  CHECK(t.tp_comm_s > 0);
+  CHECK(t.pp_comm_s > 0);
+  CHECK(t.dp_comm_total_s > 0);
+  CHECK(t.dp_comm_s <= t.dp_comm_total_s);
+}
+
+TEST_CASE("A tp group across nodes costs more TP communication", "[time]") {
+  // 16 GPUs either as 2 nodes of 8 or 1 node of 16; tp = 16 (32 heads divide).
+  const Spec two = spec(2, 32, 8), one = spec(1, 32, 16);
+  const Layout l2 = resolved(two, "tp=16,pp=1,sp=1,mbs=1");
+  const Layout l1 = resolved(one, "tp=16,pp=1,sp=1,mbs=1");
+  const StepTime across = estimate_time(two, l2), inside = estimate_time(one, l1);
+  CHECK(across.compute_s == Approx(inside.compute_s).epsilon(1e-12));
+  // Hierarchical: only 1/8 of each all-reduce crosses the NICs, but that part is
+  // charged the inter-node bandwidth, so the NIC speed shows in the TP time.
+  CHECK(across.tp_comm_s > 1.1 * inside.tp_comm_s);
+  CHECK(across.step_s > inside.step_s);
+  Spec slower_nic = two;
+  slower_nic.cluster.inter_node.bandwidth_gbs = 25;
+  CHECK(estimate_time(slower_nic, l2).tp_comm_s > 1.2 * across.tp_comm_s);
+  // Within a node, tp = 8 pays only NVLink: slower inter-node links change nothing.
+  Spec slow = spec(2, 32, 8);
+  slow.cluster.inter_node.bandwidth_gbs = 5;
+  const Layout tp8 = resolved(two, "tp=8,pp=1,sp=1,mbs=1");
+  CHECK(estimate_time(slow, tp8).tp_comm_s == Approx(estimate_time(two, tp8).tp_comm_s));
+  CHECK(estimate_time(slow, tp8).dp_comm_total_s > estimate_time(two, tp8).dp_comm_total_s);
+}
+
+TEST_CASE("Time responds to recompute, micro-batch size and ZeRO as expected", "[time]") {
+  const Spec s = spec(2, 64);
+  const double none = estimate_time(s, resolved(s, "tp=4,pp=2,recompute=none")).compute_s;
+  const double sel = estimate_time(s, resolved(s, "tp=4,pp=2,recompute=selective")).compute_s;
+  const double full = estimate_time(s, resolved(s, "tp=4,pp=2,recompute=full")).compute_s;
+  CHECK(none < sel);
+  CHECK(sel < full);
+  CHECK(full > 1.25 * none);  // + one forward ≈ 1/3 more
+
+  // Larger TP makes the per-rank GEMMs smaller: never faster per FLOP.
+  const StepTime tp1 = estimate_time(s, resolved(s, "tp=1,pp=1,mbs=1"));
+  const StepTime tp8 = estimate_time(s, resolved(s, "tp=8,pp=1,mbs=1"));
+  CHECK(tp8.compute_s * 8 >= tp1.compute_s * 0.999);  // same FLOPs per step in total
+  CHECK(tp8.tp_comm_s > 0);
+  CHECK(tp1.tp_comm_s == 0);
+
+  // ZeRO-3 moves 1.5× the volume of ZeRO-0 with one micro-batch; more with several.
+  const StepTime z0 = estimate_time(s, resolved(s, "tp=8,pp=1,zero=0,mbs=32"));
+  const StepTime z1 = estimate_time(s, resolved(s, "tp=8,pp=1,zero=1,mbs=32"));
+  const StepTime z3 = estimate_time(s, resolved(s, "tp=8,pp=1,zero=3,mbs=32"));
+  REQUIRE(z0.microbatches == 1);
+  CHECK(z1.dp_comm_total_s == Approx(z0.dp_comm_total_s).epsilon(1e-3));
+  CHECK(z3.dp_comm_total_s == Approx(1.5 * z0.dp_comm_total_s).epsilon(1e-3));
+  CHECK(z1.optimizer_s < z0.optimizer_s);
+
+  // No data parallelism: no DP communication.
+  const Spec single = spec(1, 16);
+  const StepTime nodp = estimate_time(single, resolved(single, "tp=8,pp=1,zero=1,mbs=1"));
+  CHECK(nodp.dp_comm_total_s == 0);
+  CHECK(nodp.dp_comm_s == 0);
+}
