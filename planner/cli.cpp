@@ -1,14 +1,22 @@
 #include "planner/cli.hpp"
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include <iostream>
 #include <optional>
 #include <string>
 
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
 #include "costmodel/memory.hpp"
+#include "costmodel/time.hpp"
 #include "planner/layout_source.hpp"
+#include "planner/plan_report.hpp"
 #include "planner/report.hpp"
+#include "planner/search.hpp"
 #include "planner/spec_error.hpp"
 #include "planner/spec_loader.hpp"
 
@@ -38,6 +46,16 @@ void add_layout_options(CLI::App* cmd, LayoutOptions* o) {
       ->check(CLI::IsMember({"table", "json", "markdown", "md"}));
 }
 
+void apply_nodes(Spec* s, const std::optional<int>& nodes) {
+  if (!nodes) return;
+  if (std::int64_t(*nodes) * s->cluster.gpus_per_node > kMaxGpus)
+    throw SpecError("--nodes", 0, "", "expected at most " +
+                                          std::to_string(kMaxGpus / s->cluster.gpus_per_node) +
+                                          " nodes of " + std::to_string(s->cluster.gpus_per_node) +
+                                          " GPUs");
+  s->num_nodes = *nodes;
+}
+
 struct Loaded {
   Spec spec;
   Layout layout;
@@ -49,18 +67,34 @@ Loaded load(LayoutOptions& o) {
   if (!parse_format(o.format, &r.format))
     throw SpecError("--format", 0, "", "expected table, json or markdown");
   r.spec = load_spec_file(o.spec);
-  if (o.nodes) {
-    if (std::int64_t(*o.nodes) * r.spec.cluster.gpus_per_node > kMaxGpus)
-      throw SpecError("--nodes", 0, "", "expected at most " +
-                                            std::to_string(kMaxGpus / r.spec.cluster.gpus_per_node) +
-                                            " nodes of " + std::to_string(r.spec.cluster.gpus_per_node) + " GPUs");
-    r.spec.num_nodes = *o.nodes;
-  }
+  apply_nodes(&r.spec, o.nodes);
   if (o.layout_opt->count()) o.req.layout = o.layout;
   if (o.megatron_opt->count()) o.req.megatron_args = o.megatron;
   if (o.deepspeed_opt->count()) o.req.deepspeed_config = o.deepspeed;
   r.layout = layout_from_sources(&r.spec, o.spec, o.req);
   return r;
+}
+
+// Writes the whole text to `path` through a temporary file and a rename, so a
+// failed run never leaves a partial file.
+void write_output(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".paraplan-tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) throw SpecError(path, 0, "--output", "cannot write file");
+    f << text;
+    f.flush();
+    if (!f) {
+      std::remove(tmp.c_str());
+      throw SpecError(path, 0, "--output", "write failed");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    throw SpecError(path, 0, "--output", "cannot write file: " + ec.message());
+  }
 }
 
 }  // namespace
@@ -87,6 +121,21 @@ int run_cli(int argc, char** argv, std::ostream& out) {
   add_layout_options(check, &ck);
   check->add_flag("-v,--verbose", verbose, "print the verdict line also when the layout fits");
 
+  std::string plan_spec, plan_format = "table", output;
+  std::optional<int> plan_nodes, plan_gbs, plan_seq;
+  int top = 10;
+  CLI::App* plan = app.add_subcommand(
+      "plan", "search every layout and recommend the fastest that fits, with the trade-offs");
+  plan->add_option("SPEC", plan_spec, "plan spec (YAML)")->required();
+  plan->add_option("--nodes", plan_nodes, "override num_nodes of the spec")->check(CLI::Range(1, kMaxGpus));
+  plan->add_option("--global-batch-size", plan_gbs, "override training.global_batch_size")
+      ->check(CLI::Range(1, kMaxBatch));
+  plan->add_option("--seq-length", plan_seq, "override training.seq_length")->check(CLI::Range(1, kMaxSeq));
+  plan->add_option("--top", top, "how many ranked layouts to print (default 10)")->check(CLI::Range(1, 1 << 30));
+  plan->add_option("--format", plan_format, "table | json | csv | markdown")
+      ->check(CLI::IsMember({"table", "json", "csv", "markdown", "md"}));
+  plan->add_option("--output", output, "write the report to FILE instead of stdout");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -105,16 +154,45 @@ int run_cli(int argc, char** argv, std::ostream& out) {
     const MemoryEstimate e = estimate_memory(l.spec, l.layout);
     if (stage >= l.layout.pp)
       throw SpecError("--stage", 0, "", "expected a stage below pp " + std::to_string(l.layout.pp));
-    out << render_explain(l.format, l.spec, l.layout, e, ExplainOptions{formulas, stage});
+    const StepTime t = estimate_time(l.spec, l.layout);
+    if (l.format == Format::kJson) {
+      nlohmann::json j = nlohmann::json::parse(
+          render_explain(l.format, l.spec, l.layout, e, ExplainOptions{formulas, stage}));
+      add_time_json(&j, t);
+      out << j.dump(2) << "\n";
+    } else {
+      out << render_explain(l.format, l.spec, l.layout, e, ExplainOptions{formulas, stage});
+      out << (l.format == Format::kMarkdown ? "\n```\n" : "\ntime: ") << time_text(t, l.layout)
+          << (l.format == Format::kMarkdown ? "```\n" : "");
+    }
     return 0;
   }
   if (check->parsed()) {
     Loaded l = load(ck);
     const MemoryEstimate e = estimate_memory(l.spec, l.layout);
-    if (l.format == Format::kJson) out << layout_json(l.spec, l.layout, e).dump(2) << "\n";
-    else if (!e.fits || verbose)
-      out << (l.format == Format::kMarkdown ? "- " : "") << check_summary(l.spec, l.layout, e) << "\n";
+    const StepTime t = estimate_time(l.spec, l.layout);
+    if (l.format == Format::kJson) {
+      nlohmann::json j = layout_json(l.spec, l.layout, e);
+      add_time_json(&j, t);
+      out << j.dump(2) << "\n";
+    } else if (!e.fits || verbose) {
+      out << (l.format == Format::kMarkdown ? "- " : "") << check_summary(l.spec, l.layout, e)
+          << fmt::format("; predicted step {:.3f} s, MFU {:.1f}%", t.step_s, 100 * t.mfu) << "\n";
+    }
     return e.fits ? 0 : 1;
+  }
+  if (plan->parsed()) {
+    Format f;
+    parse_format(plan_format, &f);
+    Spec s = load_spec_file(plan_spec);
+    apply_nodes(&s, plan_nodes);
+    if (plan_gbs) s.training.global_batch_size = *plan_gbs;
+    if (plan_seq) s.training.seq_length = *plan_seq;
+    const Plan p = make_plan(s);
+    const std::string text = render_plan(f, s, p, top);
+    if (output.empty()) out << text;
+    else write_output(output, text);
+    return 0;
   }
   return 2;
 }

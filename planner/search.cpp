@@ -45,6 +45,21 @@ std::vector<int> domain(const std::vector<int>& only, std::vector<int> natural) 
   return only;
 }
 
+// The natural values narrowed to the spec's list. sp with tp = 1 and ZeRO with
+// dp = 1 are the same layouts as sp = 0 and zero = 0: those dimensions then
+// have the one value 0, whatever the list says.
+std::vector<int> distinct(const std::vector<int>& only, std::vector<int> natural) {
+  if (only.empty()) return natural;
+  std::erase_if(natural, [&](int v) { return !allowed(only, v); });
+  return natural;
+}
+
+// With dp = 1 every ZeRO stage is the same layout: try one, named by the
+// spec's lowest allowed stage (0 when unconstrained).
+std::vector<int> one_zero(const std::vector<int>& only) {
+  return {only.empty() ? 0 : *std::min_element(only.begin(), only.end())};
+}
+
 }  // namespace
 
 std::vector<int> pareto_front(const std::vector<Candidate>& c) {
@@ -76,17 +91,17 @@ Plan make_plan(const Spec& s) {
       for (int vpp : domain(q.vpp, vpps)) {
         for (Schedule sched : {Schedule::k1F1B, Schedule::kGPipe}) {
           if (sched == Schedule::kGPipe && (pp == 1 || vpp > 1)) continue;  // same as 1F1B / n.a.
-          if (!allowed_enum(q.schedule, sched)) continue;
+          // With pp = 1 there is no pipeline: any schedule constraint is met.
+          if (pp > 1 && !allowed_enum(q.schedule, sched)) continue;
           const std::vector<int> mbss =
               domain(q.mbs, gbs % dp == 0 ? divisors(gbs / dp) : std::vector<int>{1});
           for (int mbs : mbss) {
-            for (int sp : domain(q.sp, tp > 1 ? std::vector<int>{0, 1} : std::vector<int>{0})) {
-              // ZeRO over one data-parallel rank shards nothing: one layout, zero=0.
-              for (int zero : domain(q.zero, dp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0})) {
+            for (int sp : tp > 1 ? distinct(q.sp, {0, 1}) : std::vector<int>{0}) {
+              for (int zero : dp > 1 ? distinct(q.zero, {0, 1, 2, 3}) : one_zero(q.zero)) {
                 for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
                   if (!allowed_enum(q.recompute, rc)) continue;
                   Layout l;
-                  l.dp = dp, l.tp = tp, l.pp = pp, l.vpp = vpp, l.sp = sp && tp > 1, l.zero = zero;
+                  l.dp = dp, l.tp = tp, l.pp = pp, l.vpp = vpp, l.sp = sp, l.zero = zero;
                   l.recompute = rc, l.mbs = mbs, l.schedule = sched;
                   if (const auto bad = layout_invalid(s, l)) {
                     ++plan.rejected[int(*bad)];

@@ -1,0 +1,206 @@
+#include "planner/plan_report.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace paraplan {
+
+using nlohmann::json;
+
+json time_json(const StepTime& t) {
+  return {{"step_s", t.step_s},
+          {"compute_s", t.compute_s},
+          {"tp_comm_s", t.tp_comm_s},
+          {"pp_comm_s", t.pp_comm_s},
+          {"dp_comm_s", t.dp_comm_s},
+          {"bubble_s", t.bubble_s},
+          {"optimizer_s", t.optimizer_s},
+          {"dp_comm_total_s", t.dp_comm_total_s},
+          {"microbatch_s", t.microbatch_s},
+          {"microbatches", t.microbatches},
+          {"critical_stage", t.critical_stage},
+          {"bubble_fraction", t.bubble_fraction},
+          {"bubble_fraction_of_ideal", t.bubble_fraction_of_ideal},
+          {"bubble_definition", StepTime::kBubbleDefinition},
+          {"exposed_comm_fraction", t.exposed_comm_fraction}};
+}
+
+json throughput_json(const StepTime& t) {
+  return {{"tokens_per_s", t.tokens_per_s},
+          {"tflops_per_gpu", t.tflops_per_gpu},
+          {"mfu", t.mfu},
+          {"hfu", t.hfu}};
+}
+
+json flops_json(const StepTime& t) {
+  return {{"model_per_step", t.model_flops_per_step},
+          {"hardware_per_step", t.hardware_flops_per_step}};
+}
+
+void add_time_json(json* j, const StepTime& t) {
+  (*j)["time"] = time_json(t);
+  (*j)["throughput"] = throughput_json(t);
+  (*j)["flops"] = flops_json(t);
+}
+
+std::string time_text(const StepTime& t, const Layout& l) {
+  const auto pct = [&](double x) { return t.step_s > 0 ? 100.0 * x / t.step_s : 0.0; };
+  std::string o = fmt::format(
+      "step {:.3f} s = compute {:.3f} ({:.0f}%) + tp comm {:.3f} ({:.0f}%) + pp comm {:.3f} "
+      "({:.0f}%) + exposed dp comm {:.3f} ({:.0f}%) + bubble {:.3f} ({:.0f}%) + optimizer {:.3f} "
+      "({:.0f}%)\n",
+      t.step_s, t.compute_s, pct(t.compute_s), t.tp_comm_s, pct(t.tp_comm_s), t.pp_comm_s,
+      pct(t.pp_comm_s), t.dp_comm_s, pct(t.dp_comm_s), t.bubble_s, pct(t.bubble_s), t.optimizer_s,
+      pct(t.optimizer_s));
+  o += fmt::format(
+      "     {:.0f} tokens/s, {:.1f} TFLOP/s per GPU, MFU {:.1f}% (HFU {:.1f}%); {} micro-batches of "
+      "{:.3f} s on stage {}",
+      t.tokens_per_s, t.tflops_per_gpu, 100 * t.mfu, 100 * t.hfu, t.microbatches, t.microbatch_s,
+      t.critical_stage);
+  if (l.pp > 1)
+    o += fmt::format("; bubble {:.1f}% of the pipeline time ((p-1)/(v*m+p-1)), {:.1f}% of ideal "
+                     "((p-1)/(v*m))",
+                     100 * t.bubble_fraction, 100 * t.bubble_fraction_of_ideal);
+  return o + "\n";
+}
+
+std::string why_recommended(const Plan& plan) {
+  if (plan.feasible == 0) return "no layout fits";
+  const Candidate& a = plan.candidates[0];
+  if (plan.feasible == 1) return "it is the only layout that fits";
+  const Candidate& b = plan.candidates[1];
+  struct Term {
+    const char* name;
+    double a, b;
+  };
+  const Term terms[] = {{"compute", a.time.compute_s, b.time.compute_s},
+                        {"tensor-parallel communication", a.time.tp_comm_s, b.time.tp_comm_s},
+                        {"pipeline communication", a.time.pp_comm_s, b.time.pp_comm_s},
+                        {"exposed data-parallel communication", a.time.dp_comm_s, b.time.dp_comm_s},
+                        {"pipeline bubble", a.time.bubble_s, b.time.bubble_s},
+                        {"optimizer time", a.time.optimizer_s, b.time.optimizer_s}};
+  const Term* best = &terms[0];
+  for (const Term& t : terms)
+    if (t.b - t.a > best->b - best->a) best = &t;
+  const double gain = b.time.step_s > 0 ? 100.0 * (b.time.step_s - a.time.step_s) / b.time.step_s : 0;
+  if (gain < 1e-9)
+    return fmt::format("it ties with the runner-up {} on step time and needs less memory ({} vs {} GiB)",
+                       to_string(b.layout), gib(a.peak_bytes), gib(b.peak_bytes));
+  return fmt::format(
+      "it is {:.1f}% faster per step than the runner-up {}, mostly through less {} ({:.3f} s vs "
+      "{:.3f} s), at {} GiB peak memory vs {} GiB",
+      gain, to_string(b.layout), best->name, best->a, best->b, gib(a.peak_bytes), gib(b.peak_bytes));
+}
+
+namespace {
+
+json candidate_json(const Candidate& c) {
+  json j = {{"layout", to_string(c.layout)},
+            {"fits", c.fits},
+            {"peak_memory_bytes", c.peak_bytes},
+            {"heaviest_stage", c.peak_stage}};
+  add_time_json(&j, c.time);
+  return j;
+}
+
+json rejected_json(const Plan& p) {
+  json r = json::object();
+  for (int i = 0; i < kNumRejectReasons; ++i) r[reject_name(i)] = p.rejected[i];
+  return r;
+}
+
+std::string spec_line(const Spec& s) {
+  return fmt::format("{} on {} x {} = {} x {} ({:.2f} GiB), seq {}, global batch {}", s.model.name,
+                     s.num_nodes, s.cluster.name, s.num_gpus(), s.cluster.gpu.name,
+                     s.cluster.gpu.memory_gib, s.training.seq_length, s.training.global_batch_size);
+}
+
+}  // namespace
+
+json plan_json(const Spec& s, const Plan& p, int top) {
+  json j;
+  j["model"] = s.model.name;
+  j["cluster"] = s.cluster.name;
+  j["num_gpus"] = s.num_gpus();
+  j["evaluated"] = p.evaluated;
+  j["feasible"] = p.feasible;
+  j["rejected"] = rejected_json(p);
+  j["search_seconds"] = p.search_seconds;
+  json cands = json::array();
+  const int n = std::min<int>(top, int(p.candidates.size()));
+  for (int i = 0; i < n; ++i) cands.push_back(candidate_json(p.candidates[i]));
+  j["candidates"] = cands;
+  json pareto = json::array();
+  for (int i : p.pareto) pareto.push_back(candidate_json(p.candidates[i]));
+  j["pareto"] = pareto;
+  if (const Candidate* r = p.recommended()) {
+    Layout l = r->layout;
+    json rec = layout_json(s, l, estimate_memory(s, l));
+    add_time_json(&rec, r->time);
+    rec["why"] = why_recommended(p);
+    j["recommended"] = rec;
+  } else {
+    j["recommended"] = nullptr;
+  }
+  return j;
+}
+
+std::string render_plan(Format f, const Spec& s, const Plan& p, int top) {
+  if (f == Format::kJson) return plan_json(s, p, top).dump(2) + "\n";
+  const int n = std::min<int>(top, int(p.candidates.size()));
+  if (f == Format::kCsv) {
+    std::string o = "rank,layout,fits,peak_bytes,step_s,tokens_per_s,tflops_per_gpu,mfu,bubble_fraction,exposed_comm_fraction\n";
+    for (int i = 0; i < n; ++i) {
+      const Candidate& c = p.candidates[i];
+      o += fmt::format("{},\"{}\",{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g}\n", i + 1,
+                       to_string(c.layout), c.fits ? 1 : 0, c.peak_bytes, c.time.step_s,
+                       c.time.tokens_per_s, c.time.tflops_per_gpu, c.time.mfu,
+                       c.time.bubble_fraction, c.time.exposed_comm_fraction);
+    }
+    return o;
+  }
+  const bool md = f == Format::kMarkdown;
+  std::string o = md ? "## paraplan plan\n\n" + spec_line(s) + "\n\n" : "plan: " + spec_line(s) + "\n\n";
+  if (const Candidate* r = p.recommended()) {
+    const MemoryEstimate e = estimate_memory(s, r->layout);
+    const MemoryBreakdown& m = e.heaviest();
+    o += md ? fmt::format("**Recommended:** `{}`\n\n", to_string(r->layout))
+            : fmt::format("recommended: {}\n", to_string(r->layout));
+    o += md ? "```\n" : "";
+    o += fmt::format("  memory (stage {}, heaviest): {} GiB of {} GiB usable =", e.heaviest_stage,
+                     gib(e.peak_bytes), gib(e.usable_bytes));
+    for (int c = 0; c < kNumCategories; ++c)
+      if (m.bytes[c]) o += fmt::format(" {} {}", category_name(Category(c)), gib(m.bytes[c]));
+    o += "\n  " + time_text(r->time, r->layout);
+    o += md ? "```\n\n" : "";
+    o += fmt::format("{}Why: {}.\n\n", md ? "" : "  ", why_recommended(p));
+  } else {
+    o += "no layout fits: every valid layout runs out of memory (see the table for the closest).\n\n";
+  }
+  if (md) o += "| # | layout | fits | peak GiB | step s | tokens/s | MFU | bubble % | exposed comm % |\n|---:|---|---|---:|---:|---:|---:|---:|---:|\n";
+  else
+    o += fmt::format("{:>4}  {:<72} {:>4} {:>9} {:>9} {:>11} {:>6} {:>8} {:>8}\n", "#", "layout", "fits",
+                     "peak GiB", "step s", "tokens/s", "MFU%", "bubble%", "comm%");
+  for (int i = 0; i < n; ++i) {
+    const Candidate& c = p.candidates[i];
+    const std::string row = md ? "| {} | `{}` | {} | {} | {:.3f} | {:.0f} | {:.1f} | {:.1f} | {:.1f} |\n"
+                               : "{:>4}  {:<72} {:>4} {:>9} {:>9.3f} {:>11.0f} {:>6.1f} {:>8.1f} {:>8.1f}\n";
+    o += fmt::format(fmt::runtime(row), i + 1, to_string(c.layout), c.fits ? "yes" : "OOM",
+                     gib(c.peak_bytes), c.time.step_s, c.time.tokens_per_s, 100 * c.time.mfu,
+                     100 * c.time.bubble_fraction, 100 * c.time.exposed_comm_fraction);
+  }
+  o += fmt::format("\n{}evaluated {} layouts in {:.3f} s: {} fit", md ? "" : "", p.evaluated,
+                   p.search_seconds, p.feasible);
+  std::string rej;
+  for (int i = 0; i < kNumRejectReasons; ++i)
+    if (p.rejected[i]) rej += fmt::format("{}{} {}", rej.empty() ? "" : ", ", reject_name(i), p.rejected[i]);
+  o += rej.empty() ? "\n" : "; rejected: " + rej + "\n";
+  o += fmt::format("{}bubble % = (p-1)/(v*m+p-1) of the pipeline time; comm % = exposed TP+PP+DP "
+                   "communication / step; MFU = model FLOPs (no recompute) / (step x GPUs x peak "
+                   "bf16)\n",
+                   md ? "\n" : "");
+  return o;
+}
+
+}  // namespace paraplan

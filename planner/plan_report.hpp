@@ -1,0 +1,33 @@
+// Reports of a whole plan (paraplan plan) and the time parts of one layout's
+// report: table, JSON, CSV and Markdown from the same Plan.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "costmodel/time.hpp"
+#include "planner/report.hpp"
+#include "planner/search.hpp"
+
+namespace paraplan {
+
+// {"step_s", "compute_s", "tp_comm_s", "pp_comm_s", "dp_comm_s", "bubble_s", "optimizer_s", …}
+nlohmann::json time_json(const StepTime& t);
+// {"tokens_per_s", "tflops_per_gpu", "mfu", "hfu"}
+nlohmann::json throughput_json(const StepTime& t);
+// {"model_per_step", "hardware_per_step"}
+nlohmann::json flops_json(const StepTime& t);
+
+// Adds "time", "throughput", "flops" to a one-layout JSON document.
+void add_time_json(nlohmann::json* j, const StepTime& t);
+// The time breakdown as text lines (explain, check -v, plan).
+std::string time_text(const StepTime& t, const Layout& l);
+
+// One sentence: why the recommended layout beats the runner-up.
+std::string why_recommended(const Plan& plan);
+
+nlohmann::json plan_json(const Spec& spec, const Plan& plan, int top);
+std::string render_plan(Format f, const Spec& spec, const Plan& plan, int top);
+
+}  // namespace paraplan

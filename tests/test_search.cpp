@@ -1,0 +1,354 @@
+// The exhaustive search (planner/search): evaluate() must not allocate, the plan
+// is ranked and its Pareto front correct, search constraints are honoured,
+// rejections are counted by reason, and the allocation-free peak_memory agrees
+// with the stage-by-stage walk.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "costmodel/memory.hpp"
+#include "costmodel/time.hpp"
+#include "planner/search.hpp"
+#include "test_helpers.hpp"
+
+// ---- Allocation counting ---------------------------------------------------
+// Replacement global operator new/delete for the whole paraplan_tests binary.
+// They forward to malloc/free (aligned forms: aligned_alloc) and only count when
+// the calling thread has asked to (AllocationCounter below), so every other test
+// runs exactly as with the library's operators.
+namespace {
+
+std::atomic<std::int64_t> g_allocations{0};
+thread_local bool t_counting = false;
+
+void* allocate(std::size_t n) {
+  if (n == 0) n = 1;
+  for (;;) {
+    if (void* p = std::malloc(n)) {
+      if (t_counting) g_allocations.fetch_add(1, std::memory_order_relaxed);
+      return p;
+    }
+    std::new_handler h = std::get_new_handler();
+    if (!h) throw std::bad_alloc();
+    h();
+  }
+}
+
+void* allocate_aligned(std::size_t n, std::align_val_t al) {
+  std::size_t a = static_cast<std::size_t>(al);
+  if (a < sizeof(void*)) a = sizeof(void*);
+  if (n == 0) n = 1;
+  n = (n + a - 1) / a * a;  // aligned_alloc wants a multiple of the alignment
+  for (;;) {
+    if (void* p = std::aligned_alloc(a, n)) {
+      if (t_counting) g_allocations.fetch_add(1, std::memory_order_relaxed);
+      return p;
+    }
+    std::new_handler h = std::get_new_handler();
+    if (!h) throw std::bad_alloc();
+    h();
+  }
+}
+
+template <class F>
+void* nothrow(F&& f) noexcept {
+  try {
+    return f();
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+// Counts allocations made by this thread while alive.
+class AllocationCounter {
+ public:
+  AllocationCounter() : start_(g_allocations.load()) { t_counting = true; }
+  ~AllocationCounter() { t_counting = false; }
+  std::int64_t count() const { return g_allocations.load() - start_; }
+
+ private:
+  std::int64_t start_;
+};
+
+}  // namespace
+
+void* operator new(std::size_t n) { return allocate(n); }
+void* operator new[](std::size_t n) { return allocate(n); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  return nothrow([&] { return allocate(n); });
+}
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
+  return nothrow([&] { return allocate(n); });
+}
+void* operator new(std::size_t n, std::align_val_t a) { return allocate_aligned(n, a); }
+void* operator new[](std::size_t n, std::align_val_t a) { return allocate_aligned(n, a); }
+void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return nothrow([&] { return allocate_aligned(n, a); });
+}
+void* operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return nothrow([&] { return allocate_aligned(n, a); });
+}
+
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+
+// ---- Helpers -----------------------------------------------------------------
+namespace {
+
+using namespace paraplan;
+
+Spec example(const std::string& name) { return load_spec_file(test::repo("configs/examples/" + name)); }
+
+Layout resolved(const Spec& s, const std::string& text) {
+  Layout l = parse_layout(text);
+  l.dp = 0;
+  const auto problem = resolve_layout(s, &l);
+  INFO(text << ": " << (problem ? problem->message : std::string()));
+  REQUIRE_FALSE(problem);
+  return l;
+}
+
+// Stage with the largest total, the first one on ties (as estimate_memory).
+PeakMemory full_walk(const Spec& s, const Layout& l) {
+  PeakMemory p{0, -1};
+  for (int i = 0; i < l.pp; ++i) {
+    const std::int64_t b = stage_memory(s, l, i).total();
+    if (b > p.bytes) p = {i, b};
+  }
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("the allocation counter sees allocations", "[search]") {
+  AllocationCounter counter;
+  auto* v = new std::vector<int>(100);
+  delete v;
+  auto* a = new (std::align_val_t(64)) double[3];
+  operator delete[](a, std::align_val_t(64));
+  CHECK(counter.count() == 3);  // the vector, its buffer, the aligned array
+}
+
+TEST_CASE("evaluate, peak_memory and estimate_time do not allocate", "[search]") {
+  struct Case {
+    const char* spec;
+    const char* layout;
+  };
+  const std::vector<Case> cases = {
+      {"llama2-7b-dgx-h100.yaml", "tp=2,pp=1,zero=1,recompute=none,mbs=1"},
+      {"llama2-7b-dgx-h100.yaml", "tp=1,pp=4,vpp=2,zero=3,recompute=full,mbs=2"},
+      {"llama2-7b-dgx-h100.yaml", "tp=2,pp=2,sp=1,zero=2,recompute=selective,mbs=4,schedule=gpipe"},
+      {"llama3.1-405b-h100.yaml", "tp=8,pp=2,vpp=3,sp=1,zero=1,recompute=selective,mbs=1"},
+      {"llama3.1-405b-h100.yaml", "tp=8,pp=2,sp=1,zero=3,recompute=full,mbs=2,schedule=gpipe"},
+  };
+  std::vector<Spec> specs;
+  std::vector<Layout> layouts;
+  specs.reserve(cases.size());
+  layouts.reserve(cases.size());
+  for (const Case& c : cases) {
+    specs.push_back(example(c.spec));
+    layouts.push_back(resolved(specs.back(), c.layout));
+  }
+
+  double sink = 0;
+  std::int64_t allocations = 0;
+  {
+    AllocationCounter counter;
+    for (int i = 0; i < 1000; ++i) {
+      const std::size_t k = std::size_t(i) % cases.size();
+      const Candidate c = evaluate(specs[k], layouts[k]);
+      const PeakMemory p = peak_memory(specs[k], layouts[k]);
+      const StepTime t = estimate_time(specs[k], layouts[k]);
+      sink += c.time.step_s + double(c.peak_bytes) + double(p.bytes) + t.step_s;
+    }
+    allocations = counter.count();
+  }
+  CHECK(sink > 0);
+  CHECK(allocations == 0);
+}
+
+TEST_CASE("make_plan ranks valid candidates and computes the Pareto front", "[search]") {
+  const Spec s = example("llama2-7b-dgx-h100.yaml");
+  const Plan plan = make_plan(s);
+  const auto& c = plan.candidates;
+
+  REQUIRE(!c.empty());
+  CHECK(plan.evaluated == std::int64_t(c.size()));
+  const auto fitting = std::count_if(c.begin(), c.end(), [](const Candidate& x) { return x.fits; });
+  CHECK(plan.feasible == fitting);
+  CHECK(plan.rejected[kRejectOom] == plan.evaluated - plan.feasible);
+  REQUIRE(plan.feasible > 0);
+  REQUIRE(plan.recommended() == &c[0]);
+
+  for (const Candidate& x : c) {
+    INFO(to_string(x.layout));
+    CHECK_FALSE(layout_invalid(s, x.layout));
+    CHECK(x.fits == (x.peak_bytes <= usable_memory_bytes(s)));
+    CHECK(x.time.step_s > 0);
+  }
+  // Fitting candidates first, in order of step time.
+  for (std::size_t i = 1; i < c.size(); ++i) {
+    INFO(i << ": " << to_string(c[i].layout));
+    CHECK((c[i - 1].fits || !c[i].fits));
+    if (c[i - 1].fits && c[i].fits) CHECK(c[i - 1].time.step_s <= c[i].time.step_s);
+  }
+  // No layout is listed twice.
+  std::vector<std::string> names;
+  for (const Candidate& x : c) names.push_back(to_string(x.layout));
+  std::sort(names.begin(), names.end());
+  CHECK(std::adjacent_find(names.begin(), names.end()) == names.end());
+
+  // Pareto front of (peak memory, step time) among the fitting candidates.
+  const auto& front = plan.pareto;
+  REQUIRE(!front.empty());
+  auto dominates = [](const Candidate& a, const Candidate& b) {
+    return a.peak_bytes <= b.peak_bytes && a.time.step_s <= b.time.step_s &&
+           (a.peak_bytes < b.peak_bytes || a.time.step_s < b.time.step_s);
+  };
+  for (int f : front) {
+    REQUIRE(f >= 0);
+    REQUIRE(f < int(c.size()));
+    CHECK(c[f].fits);
+    for (const Candidate& x : c) {
+      if (!x.fits) continue;
+      INFO("front " << to_string(c[f].layout) << " vs " << to_string(x.layout));
+      CHECK_FALSE(dominates(x, c[f]));
+    }
+  }
+  // Sorted by memory (and so by decreasing step time).
+  for (std::size_t i = 1; i < front.size(); ++i) {
+    CHECK(c[front[i - 1]].peak_bytes < c[front[i]].peak_bytes);
+    CHECK(c[front[i - 1]].time.step_s > c[front[i]].time.step_s);
+  }
+  // Complete: every fitting candidate off the front is matched or dominated by one on it.
+  for (const Candidate& x : c) {
+    if (!x.fits) continue;
+    const bool covered = std::any_of(front.begin(), front.end(), [&](int f) {
+      return c[f].peak_bytes <= x.peak_bytes && c[f].time.step_s <= x.time.step_s;
+    });
+    INFO(to_string(x.layout));
+    CHECK(covered);
+  }
+  // The fastest fitting layout is on the front (as its last point).
+  CHECK(c[front.back()].time.step_s == c[0].time.step_s);
+}
+
+TEST_CASE("make_plan honours the spec's search constraints", "[search]") {
+  Spec s = example("llama2-7b-dgx-h100.yaml");
+  s.search = SearchSpace{};
+  s.search.tp = {2};
+  s.search.zero = {1};
+  const Plan plan = make_plan(s);
+  REQUIRE(plan.evaluated > 0);
+  for (const Candidate& x : plan.candidates) {
+    INFO(to_string(x.layout));
+    CHECK(x.layout.tp == 2);
+    CHECK(x.layout.zero == 1);
+  }
+  // Both pipeline schedules and all recompute modes are still searched.
+  auto has = [&](auto pred) { return std::any_of(plan.candidates.begin(), plan.candidates.end(), pred); };
+  CHECK(has([](const Candidate& x) { return x.layout.recompute == Recompute::kFull; }));
+  CHECK(has([](const Candidate& x) { return x.layout.schedule == Schedule::kGPipe; }));
+  CHECK(has([](const Candidate& x) { return x.layout.pp > 1; }));
+}
+
+TEST_CASE("make_plan counts rejected layouts by reason", "[search]") {
+  SECTION("Llama-2-7B on 8 GPUs: every tp divides the 32 heads") {
+    Spec s = example("llama2-7b-dgx-h100.yaml");
+    s.search = SearchSpace{};  // tp in {1, 2, 4, 8}: all divide 32 (and 32 kv heads)
+    const Plan plan = make_plan(s);
+    CHECK(plan.rejected[int(Invalid::kHeadsTp)] == 0);
+    CHECK(plan.rejected[int(Invalid::kKvHeadsTp)] == 0);
+    CHECK(plan.rejected[int(Invalid::kTpAcrossNodes)] == 0);
+    CHECK(plan.evaluated > 0);
+    for (int tp : {1, 2, 4, 8}) {
+      INFO("tp " << tp);
+      CHECK(std::any_of(plan.candidates.begin(), plan.candidates.end(),
+                        [&](const Candidate& x) { return x.layout.tp == tp; }));
+    }
+  }
+  SECTION("a 12-head model on 8 GPUs: tp=8 does not divide the heads") {
+    // GPT-2 small: 12 layers, h = 768, 12 heads, ffn 3072.
+    Spec s = test::spec_for(test::gpt_style(12, 768, 12, 50257), 8, 1024, 8);
+    const Plan plan = make_plan(s);
+    // Expected by hand: tp = 8 on 8 GPUs leaves pp = 1 and dp = 1; with pp = 1
+    // there is no vpp (1) and GPipe is the same as 1F1B (1 schedule); mbs divides
+    // gbs/dp = 8: {1, 2, 4, 8} (4); sp {0, 1} (2); ZeRO over dp = 1 is only 0 (1);
+    // recompute none/selective/full (3). 4 x 2 x 3 = 24 layouts, each rejected
+    // first for 12 % 8 != 0 (the heads check precedes the kv-heads one).
+    CHECK(plan.rejected[int(Invalid::kHeadsTp)] == 24);
+    CHECK(plan.rejected[int(Invalid::kKvHeadsTp)] == 0);
+    CHECK(plan.rejected[int(Invalid::kTpAcrossNodes)] == 0);
+    CHECK(plan.evaluated > 0);
+    for (const Candidate& x : plan.candidates) CHECK(x.layout.tp != 8);
+    CHECK(std::any_of(plan.candidates.begin(), plan.candidates.end(),
+                      [](const Candidate& x) { return x.layout.tp == 4; }));
+  }
+}
+
+TEST_CASE("peak_memory agrees with the stage-by-stage walk", "[search]") {
+  struct Case {
+    const char* spec;
+    const char* layout;
+  };
+  const std::vector<Case> cases = {
+      // Llama-2-7B on 8 GPUs (32 layers, untied embeddings).
+      {"llama2-7b-dgx-h100.yaml", "tp=2,pp=1,zero=0,recompute=none,mbs=1"},
+      {"llama2-7b-dgx-h100.yaml", "tp=1,pp=2,zero=0,recompute=none,mbs=1"},
+      {"llama2-7b-dgx-h100.yaml", "tp=1,pp=2,zero=1,recompute=selective,mbs=2"},
+      {"llama2-7b-dgx-h100.yaml", "tp=1,pp=2,zero=2,recompute=full,mbs=1"},
+      {"llama2-7b-dgx-h100.yaml", "tp=1,pp=2,zero=3,recompute=none,mbs=4"},
+      {"llama2-7b-dgx-h100.yaml", "tp=1,pp=4,zero=1,recompute=none,mbs=1"},
+      {"llama2-7b-dgx-h100.yaml", "tp=1,pp=4,vpp=2,zero=1,recompute=none,mbs=1"},
+      {"llama2-7b-dgx-h100.yaml", "tp=1,pp=4,vpp=4,zero=3,recompute=selective,mbs=2"},
+      {"llama2-7b-dgx-h100.yaml", "tp=1,pp=4,zero=2,recompute=none,mbs=1,schedule=gpipe"},
+      {"llama2-7b-dgx-h100.yaml", "tp=1,pp=8,zero=0,recompute=none,mbs=1"},
+      {"llama2-7b-dgx-h100.yaml", "tp=1,pp=8,vpp=2,zero=0,recompute=full,mbs=1"},
+      {"llama2-7b-dgx-h100.yaml", "tp=1,pp=8,zero=0,recompute=selective,mbs=2,schedule=gpipe"},
+      {"llama2-7b-dgx-h100.yaml", "tp=2,pp=2,sp=1,zero=1,recompute=selective,mbs=1"},
+      {"llama2-7b-dgx-h100.yaml", "tp=2,pp=4,vpp=2,sp=1,zero=0,recompute=none,mbs=1"},
+      // Llama-3.1-70B on 64 GPUs (80 layers).
+      {"llama3.1-70b-h100-64.yaml", "tp=8,pp=4,vpp=5,sp=1,zero=1,recompute=selective,mbs=1"},
+      {"llama3.1-70b-h100-64.yaml", "tp=4,pp=8,zero=3,recompute=full,mbs=1,schedule=gpipe"},
+      {"llama3.1-70b-h100-64.yaml", "tp=8,pp=8,vpp=2,sp=1,zero=2,recompute=none,mbs=1"},
+      // Llama-3.1-405B on 16,384 GPUs (126 layers).
+      {"llama3.1-405b-h100.yaml", "tp=8,pp=2,sp=1,zero=3,recompute=full,mbs=1"},
+      {"llama3.1-405b-h100.yaml", "tp=8,pp=2,vpp=7,sp=1,zero=1,recompute=selective,mbs=1"},
+  };
+  for (const Case& c : cases) {
+    const Spec s = example(c.spec);
+    const Layout l = resolved(s, c.layout);
+    INFO(c.spec << ": " << to_string(l));
+    const PeakMemory fast = peak_memory(s, l);
+    const PeakMemory walk = full_walk(s, l);
+    CHECK(fast.bytes == walk.bytes);
+    CHECK(fast.stage == walk.stage);
+    REQUIRE(fast.stage >= 0);
+    REQUIRE(fast.stage < l.pp);
+    CHECK(stage_memory(s, l, fast.stage).total() == fast.bytes);
+    // `plan` and `explain` name the same heaviest stage.
+    const MemoryEstimate e = estimate_memory(s, l);
+    CHECK(e.heaviest_stage == fast.stage);
+    CHECK(e.peak_bytes == fast.bytes);
+    // evaluate() reports the same peak.
+    const Candidate k = evaluate(s, l);
+    CHECK(k.peak_stage == fast.stage);
+    CHECK(k.peak_bytes == fast.bytes);
+  }
+}
