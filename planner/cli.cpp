@@ -156,8 +156,7 @@ int run_cli(int argc, char** argv, std::ostream& out) {
       throw SpecError("--stage", 0, "", "expected a stage below pp " + std::to_string(l.layout.pp));
     const StepTime t = estimate_time(l.spec, l.layout);
     if (l.format == Format::kJson) {
-      nlohmann::json j = nlohmann::json::parse(
-          render_explain(l.format, l.spec, l.layout, e, ExplainOptions{formulas, stage}));
+      nlohmann::json j = explain_json(l.spec, l.layout, e, ExplainOptions{formulas, stage});
       add_time_json(&j, t);
       out << j.dump(2) << "\n";
     } else {

@@ -99,22 +99,24 @@ std::string formulas_text(const Spec& s, const Layout& l, int stage, bool markdo
 
 }  // namespace
 
+json explain_json(const Spec& s, const Layout& l, const MemoryEstimate& e, const ExplainOptions& opt) {
+  json j = layout_json(s, l, e);
+  if (opt.formulas) {
+    const int st = opt.stage >= 0 ? opt.stage : e.heaviest_stage;
+    json terms = json::array();
+    for (const Term& t : stage_terms(s, l, st))
+      terms.push_back({{"category", category_name(t.category)},
+                       {"term", t.name},
+                       {"formula", t.formula},
+                       {"bytes", t.bytes}});
+    j["terms"] = {{"stage", st}, {"items", terms}};
+  }
+  return j;
+}
+
 std::string render_explain(Format f, const Spec& s, const Layout& l, const MemoryEstimate& e,
                            const ExplainOptions& opt) {
-  if (f == Format::kJson) {
-    json j = layout_json(s, l, e);
-    if (opt.formulas) {
-      const int st = opt.stage >= 0 ? opt.stage : e.heaviest_stage;
-      json terms = json::array();
-      for (const Term& t : stage_terms(s, l, st))
-        terms.push_back({{"category", category_name(t.category)},
-                         {"term", t.name},
-                         {"formula", t.formula},
-                         {"bytes", t.bytes}});
-      j["terms"] = {{"stage", st}, {"items", terms}};
-    }
-    return j.dump(2) + "\n";
-  }
+  if (f == Format::kJson) return explain_json(s, l, e, opt).dump(2) + "\n";
   const int st = opt.stage >= 0 ? opt.stage : e.heaviest_stage;
   std::string o;
   if (f == Format::kMarkdown || f == Format::kCsv) {

@@ -22,6 +22,9 @@ struct ExplainOptions {
   bool formulas = false;
   int stage = -1;  // stage whose formulas are printed; -1 = heaviest
 };
+// The explain JSON document: layout_json plus, with --formulas, the terms.
+nlohmann::json explain_json(const Spec& spec, const Layout& layout, const MemoryEstimate& e,
+                            const ExplainOptions& o);
 std::string render_explain(Format f, const Spec& spec, const Layout& layout,
                            const MemoryEstimate& e, const ExplainOptions& o);
 

@@ -86,6 +86,8 @@ Plan make_plan(const Spec& s) {
     for (int pp : domain(q.pp, divisors(std::max(1, gpus / tp)))) {
       const int dp = gpus % (tp * pp) ? 1 : gpus / (tp * pp);
       if (!allowed(q.dp, dp)) continue;
+      const std::vector<int> mbss =
+          domain(q.mbs, gbs % dp == 0 ? divisors(gbs / dp) : std::vector<int>{1});
       std::vector<int> vpps{1};
       if (pp > 1 && layers % pp == 0) vpps = divisors(layers / pp);
       for (int vpp : domain(q.vpp, vpps)) {
@@ -93,8 +95,6 @@ Plan make_plan(const Spec& s) {
           if (sched == Schedule::kGPipe && (pp == 1 || vpp > 1)) continue;  // same as 1F1B / n.a.
           // With pp = 1 there is no pipeline: any schedule constraint is met.
           if (pp > 1 && !allowed_enum(q.schedule, sched)) continue;
-          const std::vector<int> mbss =
-              domain(q.mbs, gbs % dp == 0 ? divisors(gbs / dp) : std::vector<int>{1});
           for (int mbs : mbss) {
             for (int sp : tp > 1 ? distinct(q.sp, {0, 1}) : std::vector<int>{0}) {
               for (int zero : dp > 1 ? distinct(q.zero, {0, 1, 2, 3}) : one_zero(q.zero)) {

@@ -1,28 +1,16 @@
 #include <catch2/catch.hpp>
 
 #include "costmodel/flops.hpp"
+#include "test_helpers.hpp"
 
 using namespace paraplan;
 
 namespace {
 
-// A GPT-style model as SC21 counts it: MHA, GeLU MLP with ffn = 4h.
+// A GPT-style model as SC21 counts it: MHA, GeLU MLP with ffn = 4h (biases and
+// dropout in the shared fixture do not change GEMM FLOPs).
 Model gpt(int layers, int hidden, int heads, int vocab) {
-  Model m;
-  m.name = "gpt";
-  m.num_layers = layers;
-  m.hidden_size = hidden;
-  m.num_attention_heads = heads;
-  m.num_kv_heads = heads;
-  m.head_dim = hidden / heads;
-  m.ffn_hidden_size = 4 * hidden;
-  m.vocab_size = vocab;
-  m.activation = Activation::kGelu;
-  m.normalization = Normalization::kLayerNorm;
-  m.tie_embeddings = true;
-  m.position_embedding = PositionEmbedding::kLearned;
-  m.max_position_embeddings = 2048;
-  return m;
+  return test::gpt_style(layers, hidden, heads, vocab);
 }
 
 Training training(int batch, int seq) {
