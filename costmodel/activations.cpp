@@ -26,7 +26,10 @@ TensorList layer_saved_tensors(const Model& m, bool flash) {
     l.add({"flash_attention", "Q", q, 0, ElemKind::kAct, Shard::kTp, false});
     l.add({"flash_attention", "K", kv, 0, ElemKind::kAct, Shard::kTp, false});
     l.add({"flash_attention", "V", kv, 0, ElemKind::kAct, Shard::kTp, false});
-    l.add({"flash_attention", "log-sum-exp", heads, 0, ElemKind::kFp32, Shard::kTp, true});
+    // Flash attention's core saves nothing quadratic, so selective
+    // recomputation has nothing to drop: the log-sum-exp stays (Korthikanti
+    // et al. §5 recompute the s×s tensors flash never stores).
+    l.add({"flash_attention", "log-sum-exp", heads, 0, ElemKind::kFp32, Shard::kTp, false});
   } else {
     l.add({"q_kt", "Q", q, 0, ElemKind::kAct, Shard::kTp, false});
     l.add({"q_kt", "K", kv, 0, ElemKind::kAct, Shard::kTp, false});
@@ -80,12 +83,43 @@ std::int64_t layer_activation_bytes(const Model& m, bool flash, Recompute r, con
   return sum;
 }
 
-std::int64_t layer_grad_working_bytes(const Model& m, bool flash, const ActShape& a) {
-  // Gradients of the gathered hidden state are full width even with SP.
-  std::int64_t widest = a.s * a.b * m.hidden_size;
-  widest = std::max(widest, a.s * a.b * m.ffn_in_width() / a.tp);
-  if (!flash) widest = std::max(widest, a.s * a.b * m.num_attention_heads * a.s / a.tp);
-  return 2 * widest * a.act_bytes;
+TransientPeak layer_transient_peak(const Model& m, bool flash, Recompute r, const ActShape& a) {
+  const std::int64_t sb = a.s * a.b, tp = a.tp, e = a.act_bytes;
+  const std::int64_t X = sb * m.hidden_size * e / (a.sp ? tp : 1);  // hidden state, sequence-sharded with SP
+  const std::int64_t H = sb * m.hidden_size * e;                    // full hidden state (row-parallel partial sum)
+  const std::int64_t U = sb * m.ffn_in_width() * e / tp, G = sb * m.ffn_hidden_size * e / tp;
+  const std::int64_t C = sb * m.q_width() * e / tp, Q = sb * (m.q_width() + 2 * m.kv_width()) * e / tp;
+  const std::int64_t D = m.hidden_dropout > 0 ? sb * m.hidden_size / (a.sp ? tp : 1) : 0;  // 1-byte mask
+  const std::int64_t RS = a.sp ? X : 0;  // a reduce-scatter's output, alive with its input
+  const std::int64_t DX = m.hidden_dropout > 0 ? X : 0;  // gradient through a residual dropout
+  const std::int64_t none = layer_activation_bytes(m, flash, Recompute::kNone, a);
+  const std::int64_t core = none - layer_activation_bytes(m, flash, Recompute::kSelective, a);
+  const std::int64_t scratch = 8 * a.s;  // attention backward: 2·s fp32
+  TransientPeak p;
+  auto at = [&](std::int64_t bytes, const char* phase) {
+    if (bytes > p.bytes) p = {bytes, phase};
+  };
+  const bool full = r == Recompute::kFull;
+  const std::int64_t R = full ? none - X : 0;  // full: every saved tensor but the layer input
+  // Forward (and full recomputation's re-run of it): the row-parallel partial
+  // sum H, with its reduce-scatter output under SP; full recomputation holds
+  // every re-created tensor (the MLP dropout mask only after the fc2 sum).
+  const std::int64_t dres_if_recompute = full ? X : 0;
+  at(dres_if_recompute + (full ? R - D : 0) + H + RS, full ? "recomputed forward, fc2 partial sum" : "forward, row-parallel partial sum");
+  at(dres_if_recompute + R + (a.sp ? X : H), full ? "recomputed forward, fc2 output" : "forward, fc2 output");
+  if (r == Recompute::kSelective && !flash) at(core, "forward, attention core (dropped after use)");
+  // Backward, with the residual gradient X alive and R held to the end.
+  const std::int64_t base = X + R;
+  at(base + DX + G, "backward, fc2 input gradient");
+  at(base + G + U, "backward, fc1 output gradient");
+  at(base + U + H, "backward, MLP norm output gradient");
+  at(base + H + RS, "backward, MLP norm gradient reduce");
+  const std::int64_t recore = r == Recompute::kSelective && !flash ? core : 0;
+  at(base + DX + C, "backward, attention context gradient");
+  at(base + C + recore + Q + scratch, "backward, attention core");
+  at(base + Q + H, "backward, attention norm output gradient");
+  at(base + H + RS, "backward, attention norm gradient reduce");
+  return p;
 }
 
 }  // namespace paraplan

@@ -61,8 +61,17 @@ TensorList output_saved_tensors(const Model& m);
 // §5.1); full keeps only the layer input (Chen et al. 2016).
 std::int64_t layer_activation_bytes(const Model& m, bool flash, Recompute r, const ActShape& a);
 
-// Largest tensor a layer's backward holds besides the saved ones: the gradient
-// flowing in and the one flowing out of the widest op.
-std::int64_t layer_grad_working_bytes(const Model& m, bool flash, const ActShape& a);
+// Peak of the short-lived buffers around one layer (everything that is not a
+// saved activation, a parameter or a communication buffer), and where it
+// happens. It walks the same order of allocations and frees as the executor
+// (validate/layer.cpp): the forward's row-parallel partial sums, the backward's
+// gradient buffers one op at a time, with the incoming residual gradient alive
+// throughout, plus whatever the recompute mode re-creates (full: every saved
+// tensor but the input; selective: the attention core, during its backward).
+struct TransientPeak {
+  std::int64_t bytes = 0;
+  const char* phase = "";
+};
+TransientPeak layer_transient_peak(const Model& m, bool flash, Recompute r, const ActShape& a);
 
 }  // namespace paraplan

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string_view>
 
 #include "costmodel/activations.hpp"
 #include "costmodel/schedule.hpp"
@@ -73,6 +74,23 @@ struct TermSink {
   }
 };
 
+// The largest set of gradients produced together (a weight and its bias, a
+// norm's scale and shift, an embedding table), in parameters.
+std::int64_t largest_grad_group(const Model& m, const Layout& l, int stage) {
+  const std::int64_t h = m.hidden_size, t = l.tp, qkv = (m.q_width() + 2 * m.kv_width()) / t;
+  const std::int64_t fin = m.ffn_in_width() / t, f = m.ffn_hidden_size / t;
+  const std::int64_t norm = m.normalization == Normalization::kRmsNorm ? h : 2 * h;
+  std::int64_t g = std::max({norm, qkv * h + (m.has_qkv_bias() ? qkv : 0), h * (m.q_width() / t) + (m.bias ? h : 0),
+                             fin * h + (m.bias ? fin : 0), h * f + (m.bias ? h : 0)});
+  const std::int64_t vocab_rows = vocab_per_rank(m, l.tp);
+  if (stage == 0) {
+    g = std::max(g, vocab_rows * h);
+    if (m.position_embedding == PositionEmbedding::kLearned) g = std::max(g, std::int64_t(m.max_position_embeddings) * h);
+  }
+  if (stage == l.pp - 1 && (!m.tie_embeddings || l.pp > 1)) g = std::max(g, vocab_rows * h);
+  return g;
+}
+
 // Every memory term of one rank of `stage`, each computed once, here.
 template <class Sink>
 void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
@@ -95,6 +113,16 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
           [&] { return sharded(wbytes, l.zero >= 3); });
   out.add(Category::kGradients, l.zero >= 2 ? "gradients (ZeRO-2 shard)" : "gradients",
           ms.gradients, [&] { return sharded(gbytes, l.zero >= 2); });
+  if (l.zero >= 2 && dp > 1 && m.tie_embeddings && l.pp > 1 && (first || last)) {
+    // The tied embedding's two copies must sum their gradients across stages
+    // after the last micro-batch, so that one stays whole until then.
+    const std::int64_t rows = first ? sp.embedding - (m.position_embedding == PositionEmbedding::kLearned
+                                                          ? std::int64_t(m.max_position_embeddings) * m.hidden_size
+                                                          : 0)
+                                    : sp.output;
+    out.add(Category::kGradients, "tied embedding gradient (whole)", rows * gbytes,
+            [&] { return fmt::format("vocab/tp x h = {} params x {} B", count(rows), gbytes); });
+  }
   out.add(Category::kOptimizer, t.optimizer == OptimizerKind::kAdam ? "Adam state" : "SGD state",
           ms.optimizer, [&] { return sharded(k, l.zero >= 1); });
 
@@ -121,6 +149,8 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
     if (emb > 0)
       out.add(Category::kActivations, "embedding dropout masks", n0 * emb,
               [&] { return fmt::format("{} in flight x {}", n0, human(emb)); });
+    out.add(Category::kActivations, "token ids", n0 * 4 * a.s * a.b,
+            [&] { return fmt::format("{} in flight x 4 B x s {} x b {}", n0, a.s, a.b); });
   }
   const std::int64_t vocab = vocab_per_rank(m, l.tp);
   if (last) {
@@ -130,29 +160,35 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
     const std::int64_t softmax = a.s * a.b * vocab * 4;  // fp32 softmax of the logit shard
     out.add(Category::kActivations, "final norm + output layer inputs", nl * head,
             [&] { return fmt::format("{} in flight x {}", nl, human(head)); });
+    out.add(Category::kActivations, "labels", nl * 4 * a.s * a.b,
+            [&] { return fmt::format("{} in flight x 4 B x s {} x b {}", nl, a.s, a.b); });
     out.add(Category::kActivations, "cross-entropy fp32 softmax", nl * softmax, [&] {
       return fmt::format("{} in flight x 4 B x s {} x b {} x vocab/tp {}", nl, a.s, a.b, vocab);
     });
   }
 
-  // Transient: the larger of one layer's backward working set and the logits.
-  const std::int64_t recompute_ws =
-      l.recompute == Recompute::kNone
-          ? 0
-          : layer_activation_bytes(m, t.flash_attention, Recompute::kNone, a) -
-                (l.recompute == Recompute::kSelective ? per_layer : 0);
-  const std::int64_t grad_ws = layer_grad_working_bytes(m, t.flash_attention, a);
-  const std::int64_t logits = last ? a.s * a.b * vocab * a.act_bytes : 0;
-  if (logits > recompute_ws + grad_ws)
-    out.add(Category::kTransient, "logits", logits, [&] {
-      return fmt::format("{} B x s {} x b {} x vocab/tp {} (before the fp32 cast)", a.act_bytes,
-                         a.s, a.b, vocab);
-    });
-  else
-    out.add(Category::kTransient, "layer backward working set", recompute_ws + grad_ws, [&] {
-      return fmt::format("recomputed {} + 2 gradient buffers {}", human(recompute_ws),
-                         human(grad_ws));
-    });
+  // Transient: the largest set of short-lived buffers at any point of the step
+  // (costmodel/activations.cpp walks one layer; the head and embedding here).
+  const TransientPeak lt = layer_transient_peak(m, t.flash_attention, l.recompute, a);
+  const std::int64_t X = a.s * a.b * m.hidden_size * a.act_bytes / (l.sp ? l.tp : 1);
+  const std::int64_t H = a.s * a.b * m.hidden_size * a.act_bytes;
+  TransientPeak peak = lt;
+  std::string head_formula;
+  if (last) {
+    // Logits (activation dtype, before the fp32 cast) and fp32 max | sum |
+    // target | loss per token; then the output layer's input gradient H and
+    // the residual gradient X.
+    const std::int64_t logits = a.s * a.b * vocab * a.act_bytes + 16 * a.s * a.b;
+    if (logits > peak.bytes) peak = {logits, "logits"};
+    if (H + X > peak.bytes) peak = {H + X, "output layer backward"};
+  }
+  if (first && l.sp && H > peak.bytes) peak = {H, "embedding partial sum"};
+  out.add(Category::kTransient, peak.phase, peak.bytes, [&] {
+    if (std::string_view(peak.phase) == "logits")
+      return fmt::format("{} B x s {} x b {} x vocab/tp {} + 16 B x s x b (cross-entropy row statistics)",
+                         a.act_bytes, a.s, a.b, vocab);
+    return fmt::format("largest live set of short-lived buffers: {} ({})", peak.phase, human(peak.bytes));
+  });
 
   // Communication buffers.
   if (l.zero >= 3) {
@@ -164,10 +200,12 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
     });
   }
   if (l.zero >= 2 && dp > 1) {
-    const std::int64_t bucket = std::min(t.grad_bucket_params, psi);
+    // A bucket holds whole gradient groups (a weight and its bias), so at least the largest.
+    const std::int64_t group = largest_grad_group(m, l, stage);
+    const std::int64_t bucket = std::min(std::max(t.grad_bucket_params, group), psi);
     out.add(Category::kComm, "gradient reduce-scatter bucket", bucket * gbytes, [&] {
-      return fmt::format("min(bucket {}, {}) params x {} B", count(t.grad_bucket_params),
-                         count(psi), gbytes);
+      return fmt::format("min(max(bucket {}, largest weight+bias {}), {}) params x {} B",
+                         count(t.grad_bucket_params), count(group), count(psi), gbytes);
     });
   }
   if (l.sp) {
@@ -177,9 +215,13 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
     });
   }
   if (l.pp > 1) {
+    // One send buffer per direction this rank sends in (receives land in the
+    // activation or gradient they become): forward unless it is the last
+    // stage, backward unless the first; interleaving sends both ways.
+    const int slots = l.vpp > 1 ? 2 : int(!last) + int(!first);
     const std::int64_t msg = a.s * a.b * m.hidden_size * a.act_bytes / (l.sp ? l.tp : 1);
-    out.add(Category::kComm, "pipeline send/recv buffers", 2 * msg, [&] {
-      return fmt::format("2 x {} B x s {} x b {} x h {}{}", a.act_bytes, a.s, a.b, m.hidden_size,
+    out.add(Category::kComm, "pipeline send buffers", slots * msg, [&] {
+      return fmt::format("{} x {} B x s {} x b {} x h {}{}", slots, a.act_bytes, a.s, a.b, m.hidden_size,
                          l.sp ? fmt::format(" / tp {}", l.tp) : "");
     });
   }

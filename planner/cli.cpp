@@ -19,6 +19,7 @@
 #include "planner/search.hpp"
 #include "planner/spec_error.hpp"
 #include "planner/spec_loader.hpp"
+#include "planner/validate_cli.hpp"
 
 namespace paraplan {
 
@@ -136,6 +137,9 @@ int run_cli(int argc, char** argv, std::ostream& out) {
       ->check(CLI::IsMember({"table", "json", "csv", "markdown", "md"}));
   plan->add_option("--output", output, "write the report to FILE instead of stdout");
 
+  ValidateOptions vo;
+  CLI::App* validate = add_validate_command(app, &vo);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -193,6 +197,7 @@ int run_cli(int argc, char** argv, std::ostream& out) {
     else write_output(output, text);
     return 0;
   }
+  if (validate->parsed()) return run_validate(vo, out);
   return 2;
 }
 

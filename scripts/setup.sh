@@ -9,6 +9,8 @@ packages=(
   cmake g++ make pkg-config
   libyaml-cpp-dev libcli11-dev libeigen3-dev catch2
   nlohmann-json3-dev libfmt-dev libbenchmark-dev
+  openmpi-bin libopenmpi-dev
+  libimgui-dev libglfw3-dev libgl1-mesa-dev libgl1-mesa-dri libstb-dev xvfb xauth
 )
 
 installed() {

@@ -53,12 +53,17 @@ TEST_CASE("Llama-2-7B on 8 GPUs, dp=8 zero=1, by hand", "[memory]") {
   // Plus the last stage's final-norm and output inputs 2·2h·s and the fp32
   // softmax 4·32000·s.
   const std::int64_t s_ = 4096, h = 4096;
-  CHECK(m[Category::kActivations] == 32 * s_ * 131'712 + 4 * h * s_ + 4 * 32000 * s_);
+  // Plus int32 token ids (first stage) and labels (last stage): 4·s each.
+  CHECK(m[Category::kActivations] == 32 * s_ * 131'712 + 4 * h * s_ + 4 * 32000 * s_ + 2 * 4 * s_);
   // No SP, no pp, zero 1: no communication buffers.
   CHECK(m[Category::kComm] == 0);
-  // Transient: larger of the logits (2·s·V = 262,144,000) and the backward working set
-  // 2 buffers × 2 B × s × max(h, 2·ffn = 22016) = 360,710,144.
-  CHECK(m[Category::kTransient] == 2 * 2 * s_ * 22016);
+  // Transient: the largest live set of short-lived buffers. The logits are
+  // 2·s·V + 16·s (fp32 row statistics) = 262,209,536; a layer's backward peaks
+  // in the SwiGLU backward, holding the residual gradient (2·s·h), the fc2
+  // input gradient (2·s·ffn) and the fc1 output gradient (2·s·2·ffn):
+  // 2·4096·(4096 + 3·11008) = 304,087,040.
+  CHECK(m[Category::kTransient] == 2 * s_ * (4096 + 3 * 11008));
+  CHECK(m[Category::kTransient] == 304'087'040);
 }
 
 TEST_CASE("explain terms add up to the breakdown", "[memory]") {
@@ -103,10 +108,14 @@ TEST_CASE("1F1B: stage 0 holds p micro-batches of activations, the last stage on
       layer_activation_bytes(m, false, Recompute::kNone, ActShape{1024, 1, 1, false, 2});
   // Stage 1 (no embedding, no output): 2 layers × min(4 − 1, 16) = 3 micro-batches.
   CHECK(stage_memory(s, l, 1)[Category::kActivations] == 3 * 2 * per_layer);
-  // Stage 0: 4 in flight, plus 4 embedding dropout masks of s·h bytes.
-  CHECK(stage_memory(s, l, 0)[Category::kActivations] == 4 * 2 * per_layer + 4 * 1024 * 1024);
-  // ZeRO-0, pp > 1: comm holds two p2p buffers of s·b·h·2 bytes.
+  // Stage 0: 4 in flight, plus 4 embedding dropout masks of s·h bytes and 4
+  // micro-batches of int32 token ids (4·s bytes).
+  CHECK(stage_memory(s, l, 0)[Category::kActivations] == 4 * 2 * per_layer + 4 * 1024 * 1024 + 4 * 4 * 1024);
+  // ZeRO-0, pp > 1: a middle stage keeps a send buffer of s·b·h·2 bytes per
+  // direction; the first and last stages send one way only.
   CHECK(stage_memory(s, l, 1)[Category::kComm] == 2 * 1024 * 1024 * 2);
+  CHECK(stage_memory(s, l, 0)[Category::kComm] == 1024 * 1024 * 2);
+  CHECK(stage_memory(s, l, 3)[Category::kComm] == 1024 * 1024 * 2);
   // GPipe: every stage holds all 16.
   l.schedule = Schedule::kGPipe;
   CHECK(stage_memory(s, l, 1)[Category::kActivations] == 16 * 2 * per_layer);

@@ -1,0 +1,370 @@
+#include "planner/validate_cli.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "costmodel/memory.hpp"
+#include "planner/layout_source.hpp"
+#include "planner/spec_error.hpp"
+#include "planner/spec_loader.hpp"
+#include "validate/backend.hpp"
+#include "validate/compare.hpp"
+#include "validate/executor.hpp"
+
+namespace paraplan {
+
+namespace fs = std::filesystem;
+using namespace validate;
+
+CLI::App* add_validate_command(CLI::App& app, ValidateOptions* o) {
+  CLI::App* v = app.add_subcommand(
+      "validate", "run real sharded training steps of a layout and compare measured memory and time with the prediction");
+  v->add_option("SPEC", o->spec, "plan spec (YAML)")->required();
+  o->layout_opt = v->add_option("--layout", o->layout, "layout, e.g. dp=2,tp=2,pp=2,zero=1,recompute=selective,mbs=1");
+  o->megatron_opt = v->add_option("--megatron-args", o->megatron, "the layout as Megatron-LM arguments");
+  o->deepspeed_opt = v->add_option("--deepspeed-config", o->deepspeed, "the layout from a DeepSpeed JSON config");
+  v->add_option("--steps", o->steps, "training steps to run (default 3)")->check(CLI::Range(1, 100000));
+  v->add_option("--backend", o->backend, "cpu | gpu")->check(CLI::IsMember({"cpu", "gpu"}));
+  v->add_option("--format", o->format, "table | json")->check(CLI::IsMember({"table", "json"}));
+  v->add_option("--launcher", o->launcher, "mpirun (start the ranks) | none (already under mpirun/srun)")
+      ->check(CLI::IsMember({"mpirun", "none"}));
+  v->add_option("--emulate-rank", o->emulate_rank, "run only this rank, in one process, collectives replaced by local stand-ins")
+      ->check(CLI::NonNegativeNumber);
+  v->add_option("--memory-limit-gib", o->memory_limit_gib, "refuse allocations past this many GiB per rank (like a GPU would)")
+      ->check(CLI::PositiveNumber);
+  v->add_option("--tolerance", o->tolerance, "largest relative error of a rank's peak that passes (default 0.02)")
+      ->check(CLI::Range(0.0, 10.0));
+  v->add_option("--timeout", o->timeout_s, "seconds the whole run may take (default 600)")->check(CLI::PositiveNumber);
+  v->add_option("--stall-timeout", o->stall_timeout_s, "seconds without progress on a rank before the run is stopped (default 120)")
+      ->check(CLI::PositiveNumber);
+  v->add_option("--lr", o->lr, "Adam learning rate (default 1e-3)")->check(CLI::PositiveNumber);
+  v->add_option("--seed", o->seed, "seed of the synthetic data, dropout and initialisation");
+  v->add_flag("--grad-check", o->grad_check, "record per-tensor gradient checksums at step 1 (JSON: grads)");
+  v->add_option("--output", o->output, "write the report to FILE instead of stdout");
+  v->add_option("--mpirun-args", o->mpirun_args, "extra arguments for mpirun, e.g. \"--hostfile hosts\"");
+  v->add_option("--result-dir", o->result_dir, "(internal) where ranks write results")->group("");
+  v->add_option("--debug-stall-rank", o->debug_stall_rank, "(testing) this rank stops making progress")->group("");
+  v->add_option("--debug-exit-rank", o->debug_exit_rank, "(testing) this rank exits in its first step")->group("");
+  return v;
+}
+
+namespace {
+
+struct Resolved {
+  Spec spec;
+  Layout layout;
+  Backend backend;
+};
+
+Resolved resolve(ValidateOptions& o) {
+  Resolved r;
+  if (!parse_backend(o.backend, &r.backend)) throw SpecError("--backend", 0, "", "expected cpu or gpu");
+  if (!backend_available(r.backend))
+    throw SpecError("--backend", 0, "", "this paraplan was built without CUDA; available: cpu");
+  if (!o.layout_opt->count() && !o.megatron_opt->count() && !o.deepspeed_opt->count())
+    throw SpecError("--layout", 0, "", "validate needs a layout (--layout, --megatron-args or --deepspeed-config)");
+  r.spec = load_spec_file(o.spec);
+  // The run has as many ranks as the layout names: size the cluster to it.
+  if (o.layout_opt->count()) {
+    Layout probe;
+    LayoutFields f;
+    try {
+      parse_layout_into(o.layout, &probe, &f);
+    } catch (const LayoutError& e) {
+      throw SpecError("--layout", 0, e.field(), e.what());
+    }
+    if (f.dp) {
+      const int n = probe.dp * probe.tp * probe.pp, gpn = r.spec.cluster.gpus_per_node;
+      if (n <= gpn) r.spec.num_nodes = 1, r.spec.cluster.gpus_per_node = n;
+      else if (n % gpn == 0) r.spec.num_nodes = n / gpn;
+      else throw SpecError("--layout", 0, "dp", fmt::format("expected dp*tp*pp ({}) to fill whole nodes of {} GPUs", n, gpn));
+    }
+  }
+  LayoutRequest req;
+  if (o.layout_opt->count()) req.layout = o.layout;
+  if (o.megatron_opt->count()) req.megatron_args = o.megatron;
+  if (o.deepspeed_opt->count()) req.deepspeed_config = o.deepspeed;
+  r.layout = layout_from_sources(&r.spec, o.spec, req);
+  const Training& t = r.spec.training;
+  if (t.precision == DType::kFp16 || t.grad_dtype == DType::kFp16)
+    throw SpecError(o.spec, 0, "training.precision", "the validator runs fp32 or bf16; fp16 is not supported");
+  if (o.emulate_rank && *o.emulate_rank >= r.layout.gpus())
+    throw SpecError("--emulate-rank", 0, "", fmt::format("expected a rank below {} (dp*tp*pp)", r.layout.gpus()));
+  return r;
+}
+
+RunConfig run_config(const Resolved& r, const ValidateOptions& o, int rank) {
+  RunConfig c;
+  c.spec = r.spec;
+  c.layout = r.layout;
+  c.rank = rank;
+  c.steps = o.steps;
+  c.lr = o.lr;
+  c.seed = o.seed;
+  c.grad_check = o.grad_check;
+  return c;
+}
+
+std::int64_t limit_bytes(const ValidateOptions& o) {
+  return o.memory_limit_gib ? std::int64_t(std::llround(*o.memory_limit_gib * kGiB)) : -1;
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << text;
+  }
+  std::rename(tmp.c_str(), path.c_str());
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::string oom_line(int rank, const OutOfMemory& e) {
+  return fmt::format("rank {} ran out of memory in category {} at {}: {}", rank, category_name(e.category),
+                     e.phase, e.what());
+}
+
+int emit(const ValidateOptions& o, const Comparison& c, std::ostream& out) {
+  const std::string text = o.format == "json" ? comparison_json(c).dump(2) + "\n" : render_comparison(c);
+  if (o.output.empty()) out << text;
+  else write_file(o.output, text);
+  return c.pass() ? 0 : 1;
+}
+
+// ---- one emulated rank, in this process ----
+int run_emulated(const Resolved& r, const ValidateOptions& o, std::ostream& out) {
+  const int rank = *o.emulate_rank;
+  auto dev = make_device(r.backend);
+  auto mem = make_memory(r.backend);
+  TrackingAllocator alloc(mem.get(), limit_bytes(o));
+  Groups g = make_local_groups(dev.get(), rank, r.layout.tp, r.layout.dp, r.layout.pp, r.spec.model.tie_embeddings);
+  RunConfig c = run_config(r, o, rank);
+  c.emulated = true;
+  RankResult res;
+  try {
+    res = run_rank(c, *dev, alloc, g);
+  } catch (const OutOfMemory& e) {
+    std::cerr << "paraplan: " << oom_line(rank, e) << "\n";
+    return 1;
+  }
+  return emit(o, compare(r.spec, r.layout, o.backend, true, {res}, o.tolerance), out);
+}
+
+// ---- one rank of a multi-rank run (under mpirun or srun) ----
+int run_worker(const Resolved& r, const ValidateOptions& o, std::ostream& out) {
+  int rank = 0, size = 1;
+  mpi_init(&rank, &size);
+  if (size != r.layout.gpus()) {
+    if (rank == 0)
+      std::cerr << "paraplan: error: --launcher none: started with " << size << " ranks, the layout needs "
+                << r.layout.gpus() << "\n";
+    mpi_finalize();
+    return 2;
+  }
+  const std::string status = o.result_dir.empty() ? "" : o.result_dir + "/rank-" + std::to_string(rank) + ".status";
+  int actions = 0;
+  RunConfig c = run_config(r, o, rank);
+  c.progress = [&](const std::string& what) {
+    ++actions;
+    if (o.debug_exit_rank && *o.debug_exit_rank == rank && actions == 2) std::_Exit(9);
+    if (o.debug_stall_rank && *o.debug_stall_rank == rank && actions == 2)
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    if (!status.empty()) write_file(status, what);
+  };
+  auto dev = make_device(r.backend, rank % std::max(1, r.spec.cluster.gpus_per_node));
+  auto mem = make_memory(r.backend, rank % std::max(1, r.spec.cluster.gpus_per_node));
+  TrackingAllocator alloc(mem.get(), limit_bytes(o));
+  Groups g = make_groups(r.backend, rank, r.layout.tp, r.layout.dp, r.layout.pp, r.spec.model.tie_embeddings);
+  RankResult res;
+  try {
+    res = run_rank(c, *dev, alloc, g);
+  } catch (const OutOfMemory& e) {
+    // The others would wait forever in their next collective: stop them all.
+    const std::string line = oom_line(rank, e);
+    if (!o.result_dir.empty()) write_file(o.result_dir + "/rank-" + std::to_string(rank) + ".error", line);
+    std::cerr << "paraplan: " << line << "\n";
+    mpi_abort(1);
+  }
+  if (!status.empty()) write_file(status, "done");
+  const std::vector<std::string> all = mpi_gather_strings(rank_result_json(res).dump());
+  int code = 0;
+  if (rank == 0) {
+    std::vector<RankResult> results;
+    for (const std::string& s : all) results.push_back(rank_result_from_json(nlohmann::json::parse(s)));
+    const Comparison cmp = compare(r.spec, r.layout, o.backend, false, std::move(results), o.tolerance);
+    if (!o.result_dir.empty()) {
+      write_file(o.result_dir + "/result.txt", render_comparison(cmp));
+      write_file(o.result_dir + "/result.json", comparison_json(cmp).dump());
+    } else {
+      code = emit(o, cmp, out);
+    }
+  }
+  g = Groups{};
+  mpi_finalize();
+  return code;
+}
+
+// ---- the launching process: mpirun, watched for death and stalls ----
+std::string self_exe() {
+  std::error_code ec;
+  const fs::path p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("paraplan") : p.string();
+}
+
+std::vector<std::string> split_args(const std::string& s) {
+  std::istringstream in(s);
+  std::vector<std::string> v;
+  for (std::string w; in >> w;) v.push_back(w);
+  return v;
+}
+
+struct RankStatus {
+  std::string text;
+  double age_s = 0;  // since the last heartbeat
+  bool seen = false;
+};
+
+RankStatus rank_status(const std::string& dir, int rank) {
+  RankStatus s;
+  const std::string p = dir + "/rank-" + std::to_string(rank) + ".status";
+  struct stat st;
+  if (stat(p.c_str(), &st) != 0) return s;
+  s.seen = true;
+  s.text = read_file(p);
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  s.age_s = std::chrono::duration<double>(now).count() - double(st.st_mtim.tv_sec) - 1e-9 * double(st.st_mtim.tv_nsec);
+  return s;
+}
+
+int launch(const Resolved& r, ValidateOptions& o, std::ostream& out) {
+  if (!have_mpi())
+    throw SpecError("--launcher", 0, "", "this paraplan was built without MPI; use --emulate-rank, or rebuild with libopenmpi-dev");
+  const int n = r.layout.gpus();
+  char tmpl[] = "/tmp/paraplan-validate-XXXXXX";
+  if (!mkdtemp(tmpl)) throw std::runtime_error("cannot create a temporary directory");
+  const std::string dir = tmpl;
+  std::vector<std::string> args{PARAPLAN_MPIRUN, "-np", std::to_string(n), "--bind-to", "none"};
+  if (n > int(std::thread::hardware_concurrency())) args.push_back("--oversubscribe");
+  for (const std::string& a : split_args(o.mpirun_args)) args.push_back(a);
+  args.insert(args.end(), {self_exe(), "validate", o.spec, "--launcher", "none", "--result-dir", dir,
+                           "--layout", to_string(r.layout), "--steps", std::to_string(o.steps), "--backend", o.backend,
+                           "--lr", fmt::format("{}", o.lr), "--seed", std::to_string(o.seed),
+                           "--tolerance", fmt::format("{:.17g}", o.tolerance)});
+  if (o.memory_limit_gib) args.insert(args.end(), {"--memory-limit-gib", fmt::format("{:.17g}", *o.memory_limit_gib)});
+  if (o.grad_check) args.push_back("--grad-check");
+  if (o.debug_stall_rank) args.insert(args.end(), {"--debug-stall-rank", std::to_string(*o.debug_stall_rank)});
+  if (o.debug_exit_rank) args.insert(args.end(), {"--debug-exit-rank", std::to_string(*o.debug_exit_rank)});
+  const std::string log = dir + "/mpirun.log";
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    setpgid(0, 0);
+    if (geteuid() == 0) setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1), setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    // Containers often forbid cross-memory attach; shared memory still works.
+    setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
+    if (FILE* f = std::freopen(log.c_str(), "w", stdout)) (void)f;
+    dup2(fileno(stdout), 2);
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    std::perror("paraplan: cannot start mpirun");
+    std::_Exit(127);
+  }
+  setpgid(pid, pid);
+  const auto t0 = std::chrono::steady_clock::now();
+  int wstatus = 0;
+  std::string failure;
+  for (;;) {
+    const pid_t w = waitpid(pid, &wstatus, WNOHANG);
+    if (w == pid) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // The rank whose last heartbeat is oldest is the one the others wait for.
+    int worst = -1;
+    RankStatus worst_s;
+    for (int i = 0; i < n; ++i) {
+      RankStatus s = rank_status(dir, i);
+      if (s.seen && s.text != "done" && (worst < 0 || s.age_s > worst_s.age_s)) worst = i, worst_s = s;
+    }
+    std::string why;
+    if (worst >= 0 && worst_s.age_s > o.stall_timeout_s)
+      why = fmt::format("rank {} stalled: no progress for {:.0f} s (last at: {})", worst, worst_s.age_s, worst_s.text);
+    else if (elapsed > o.timeout_s)
+      why = worst >= 0 ? fmt::format("timed out after {:.0f} s; rank {} was the furthest behind (last at: {})",
+                                     elapsed, worst, worst_s.text)
+                       : fmt::format("timed out after {:.0f} s before any rank started", elapsed);
+    if (!why.empty()) {
+      failure = why;
+      kill(-pid, SIGTERM);
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      kill(-pid, SIGKILL);
+      waitpid(pid, &wstatus, 0);
+      break;
+    }
+  }
+  auto cleanup = [&] { fs::remove_all(dir); };
+  if (failure.empty() && fs::exists(dir + "/result.json")) {
+    // Rank 0 wrote the comparison in both formats.
+    const nlohmann::json j = nlohmann::json::parse(read_file(dir + "/result.json"));
+    const std::string text = o.format == "json" ? j.dump(2) + "\n" : read_file(dir + "/result.txt");
+    cleanup();
+    if (o.output.empty()) out << text;
+    else write_file(o.output, text);
+    return j.at("pass").get<bool>() ? 0 : 1;
+  }
+  // Failure: an out-of-memory report, a dead rank, or a stall.
+  for (int i = 0; i < n && failure.empty(); ++i)
+    if (fs::exists(dir + "/rank-" + std::to_string(i) + ".error")) failure = read_file(dir + "/rank-" + std::to_string(i) + ".error");
+  const std::string mlog = read_file(log);
+  if (failure.empty()) {
+    std::smatch m;
+    static const std::regex rank_re(R"(process rank (\d+)|\[\[\d+,\d+\],(\d+)\])");
+    std::string who;
+    if (std::regex_search(mlog, m, rank_re)) who = m[1].matched ? m[1].str() : m[2].str();
+    if (!who.empty()) {
+      const RankStatus s = rank_status(dir, std::stoi(who));
+      failure = fmt::format("rank {} died (last at: {})", who, s.seen ? s.text : "start-up");
+    } else {
+      std::string last;
+      std::istringstream in(mlog);
+      for (std::string line; std::getline(in, line);)
+        if (!line.empty() && line.find_first_not_of("- ") != std::string::npos) last = line;
+      failure = "mpirun failed" + (last.empty() ? std::string() : ": " + last);
+    }
+  }
+  cleanup();
+  std::cerr << "paraplan: validate " << to_string(r.layout) << ": " << failure << "\n";
+  return failure.find("out of memory") != std::string::npos ? 1 : 3;
+}
+
+}  // namespace
+
+int run_validate(ValidateOptions& o, std::ostream& out) {
+  Resolved r = resolve(o);
+  if (o.emulate_rank) return run_emulated(r, o, out);
+  if (o.launcher == "none") return run_worker(r, o, out);
+  return launch(r, o, out);
+}
+
+}  // namespace paraplan

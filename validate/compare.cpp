@@ -1,0 +1,198 @@
+#include "validate/compare.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace paraplan::validate {
+
+bool category_within(std::int64_t predicted, std::int64_t measured) {
+  const std::int64_t diff = std::llabs(measured - predicted);
+  if (predicted < kSmallCategoryBytes) return diff <= kSmallCategorySlack;
+  return double(diff) <= kCategoryTolerance * double(predicted);
+}
+
+Spec prediction_spec(const Spec& spec, bool cpu_backend) {
+  Spec s = spec;
+  if (cpu_backend) {
+    s.cluster.runtime_overhead_gib = 0;
+    s.cluster.fragmentation = 0;
+  }
+  return s;
+}
+
+double measured_step_seconds(const RankResult& r) {
+  std::vector<double> v(r.step_seconds.begin() + (r.step_seconds.size() > 1 ? 1 : 0), r.step_seconds.end());
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+Comparison compare(const Spec& spec, const Layout& layout, const std::string& backend, bool emulated,
+                   std::vector<RankResult> results, double tolerance) {
+  Comparison c;
+  c.layout = to_string(layout);
+  c.backend = backend;
+  c.emulated = emulated;
+  c.tolerance = tolerance;
+  const Spec ps = prediction_spec(spec, backend == "cpu");
+  std::sort(results.begin(), results.end(), [](const RankResult& a, const RankResult& b) { return a.rank < b.rank; });
+  for (RankResult& r : results) {
+    RankComparison rc;
+    rc.predicted = stage_memory(ps, layout, r.stage);
+    const double pred = double(rc.predicted.total());
+    // Like for like: the model's total is the sum of its per-category peaks.
+    rc.error = pred > 0 ? (double(r.peak.total()) - pred) / pred : 0;
+    for (int k = 0; k < kNumCategories; ++k)
+      rc.categories_ok = rc.categories_ok && category_within(rc.predicted.bytes[k], r.peak.bytes[k]);
+    c.max_error = std::max(c.max_error, std::abs(rc.error));
+    c.steps = int(r.loss.size());
+    if (c.loss.empty()) c.loss = r.loss;
+    c.measured_step_s = std::max(c.measured_step_s, measured_step_seconds(r));
+    rc.measured = std::move(r);
+    c.ranks.push_back(std::move(rc));
+  }
+  c.predicted_time = estimate_time(ps, layout);
+  c.predicted_step_s = c.predicted_time.step_s;
+  return c;
+}
+
+namespace {
+nlohmann::json breakdown_json(const MemoryBreakdown& m, std::int64_t total) {
+  nlohmann::json j = nlohmann::json::object();
+  for (int k = 0; k < kNumCategories; ++k) j[category_name(Category(k))] = m.bytes[k];
+  j["total"] = total;
+  return j;
+}
+MemoryBreakdown breakdown_from(const nlohmann::json& j) {
+  MemoryBreakdown m;
+  for (int k = 0; k < kNumCategories; ++k) m.bytes[k] = j.value(category_name(Category(k)), std::int64_t(0));
+  return m;
+}
+}  // namespace
+
+nlohmann::json rank_result_json(const RankResult& r) {
+  nlohmann::json j;
+  j["rank"] = r.rank, j["stage"] = r.stage, j["tp_rank"] = r.tp_rank, j["dp_rank"] = r.dp_rank;
+  j["peak"] = breakdown_json(r.peak, r.total_peak);
+  nlohmann::json phases = nlohmann::json::object();
+  for (int k = 0; k < kNumCategories; ++k) phases[category_name(Category(k))] = r.peak_phase[k];
+  phases["total"] = r.total_peak_phase;
+  j["peak_phase"] = phases;
+  j["at_total_peak"] = breakdown_json(r.at_total_peak, r.total_peak);
+  j["loss"] = r.loss;
+  j["step_seconds"] = r.step_seconds;
+  j["phases_s"] = {{"forward", r.phases.forward},     {"backward", r.phases.backward},
+                   {"optimizer", r.phases.optimizer}, {"tp_comm", r.phases.tp_comm},
+                   {"pp_comm", r.phases.pp_comm},     {"dp_comm", r.phases.dp_comm}};
+  nlohmann::json g = nlohmann::json::array();
+  for (const GradCheck& c : r.grads) g.push_back({c.name, c.sum_sq, c.sum_w});
+  j["grads"] = g;
+  j["allocations"] = r.allocations;
+  return j;
+}
+
+RankResult rank_result_from_json(const nlohmann::json& j) {
+  RankResult r;
+  r.rank = j.at("rank"), r.stage = j.at("stage"), r.tp_rank = j.at("tp_rank"), r.dp_rank = j.at("dp_rank");
+  r.peak = breakdown_from(j.at("peak"));
+  r.total_peak = j.at("peak").at("total");
+  for (int k = 0; k < kNumCategories; ++k) r.peak_phase[k] = j.at("peak_phase").at(category_name(Category(k)));
+  r.total_peak_phase = j.at("peak_phase").at("total");
+  r.at_total_peak = breakdown_from(j.at("at_total_peak"));
+  r.loss = j.at("loss").get<std::vector<double>>();
+  r.step_seconds = j.at("step_seconds").get<std::vector<double>>();
+  const auto& p = j.at("phases_s");
+  r.phases = PhaseSeconds{p.at("forward"), p.at("backward"), p.at("optimizer"),
+                          p.at("tp_comm"), p.at("pp_comm"), p.at("dp_comm")};
+  for (const auto& g : j.at("grads")) r.grads.push_back(GradCheck{g.at(0), g.at(1), g.at(2)});
+  r.allocations = j.value("allocations", std::int64_t(0));
+  return r;
+}
+
+nlohmann::json comparison_json(const Comparison& c) {
+  nlohmann::json j;
+  j["layout"] = c.layout;
+  j["backend"] = c.backend;
+  j["emulated"] = c.emulated;
+  j["steps"] = c.steps;
+  j["tolerance"] = c.tolerance;
+  j["pass"] = c.pass();
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const RankComparison& r : c.ranks) {
+    nlohmann::json x;
+    x["rank"] = r.measured.rank;
+    x["stage"] = r.measured.stage;
+    x["tp_rank"] = r.measured.tp_rank;
+    x["dp_rank"] = r.measured.dp_rank;
+    x["predicted"] = breakdown_json(r.predicted, r.predicted.total());
+    x["measured"] = breakdown_json(r.measured.peak, r.measured.peak.total());
+    x["error"] = r.error;
+    // The simultaneous peak (what an allocator must hold at once) is at most
+    // the sum of the category peaks; the gap is how far apart they fall.
+    x["measured_simultaneous_peak"] = r.measured.total_peak;
+    x["at_simultaneous_peak"] = breakdown_json(r.measured.at_total_peak, r.measured.total_peak);
+    nlohmann::json ce = nlohmann::json::object();
+    for (int k = 0; k < kNumCategories; ++k) {
+      const std::int64_t p = r.predicted.bytes[k], m = r.measured.peak.bytes[k];
+      ce[category_name(Category(k))] = p > 0 ? double(m - p) / double(p) : (m == 0 ? 0.0 : 1.0);
+    }
+    x["category_error"] = ce;
+    x["categories_within_tolerance"] = r.categories_ok;
+    nlohmann::json ph = nlohmann::json::object();
+    for (int k = 0; k < kNumCategories; ++k) ph[category_name(Category(k))] = r.measured.peak_phase[k];
+    ph["total"] = r.measured.total_peak_phase;
+    x["peak_phase"] = ph;
+    x["measured_step_s"] = measured_step_seconds(r.measured);
+    x["phases_s"] = rank_result_json(r.measured)["phases_s"];
+    ranks.push_back(std::move(x));
+  }
+  j["ranks"] = ranks;
+  j["max_error"] = c.max_error;
+  j["loss"] = c.loss;
+  j["step_time_s"] = {{"predicted", c.predicted_step_s}, {"measured", c.measured_step_s}};
+  return j;
+}
+
+namespace {
+std::string mib(std::int64_t b) { return fmt::format("{:.2f} MiB", double(b) / (1024.0 * 1024.0)); }
+std::string pct(std::int64_t p, std::int64_t m) {
+  if (p == 0) return m == 0 ? "-" : "new";
+  return fmt::format("{:+.2f}%", 100.0 * double(m - p) / double(p));
+}
+}  // namespace
+
+std::string render_comparison(const Comparison& c) {
+  std::string o = fmt::format("validate {} on the {} backend{}, {} rank(s) measured, {} step(s)\n", c.layout,
+                              c.backend, c.emulated ? " (emulated rank)" : "", c.ranks.size(), c.steps);
+  if (c.backend == "cpu") o += "runtime and fragmentation are 0 on the cpu backend (predicted and measured)\n";
+  for (const RankComparison& r : c.ranks) {
+    const RankResult& m = r.measured;
+    o += fmt::format("\nrank {} (stage {}, tp rank {}, dp rank {})\n", m.rank, m.stage, m.tp_rank, m.dp_rank);
+    o += fmt::format("  {:<14}{:>14}{:>14}{:>10}  {}\n", "category", "predicted", "measured", "error", "peak at");
+    for (int k = 0; k < kNumCategories; ++k) {
+      const std::int64_t p = r.predicted.bytes[k], v = m.peak.bytes[k];
+      if (p == 0 && v == 0) continue;
+      o += fmt::format("  {:<14}{:>14}{:>14}{:>10}{} {}\n", category_name(Category(k)), mib(p), mib(v), pct(p, v),
+                       category_within(p, v) ? " " : "!", m.peak_phase[k]);
+    }
+    o += fmt::format("  {:<14}{:>14}{:>14}{:>10}\n", "total", mib(r.predicted.total()), mib(m.peak.total()),
+                     fmt::format("{:+.2f}%", 100 * r.error));
+    o += fmt::format("  simultaneous peak {} ({:.2f}% under the sum of category peaks) at {}\n", mib(m.total_peak),
+                     m.peak.total() > 0 ? 100.0 * double(m.peak.total() - m.total_peak) / double(m.peak.total()) : 0.0,
+                     m.total_peak_phase);
+  }
+  o += "\n(! = category outside 1% / 64 KiB)\n";
+  o += fmt::format("step time: predicted {:.4f} s, measured {:.4f} s ({:+.1f}%)\n", c.predicted_step_s,
+                   c.measured_step_s,
+                   c.predicted_step_s > 0 ? 100 * (c.measured_step_s - c.predicted_step_s) / c.predicted_step_s : 0);
+  o += "loss:";
+  for (double x : c.loss) o += fmt::format(" {:.4f}", x);
+  o += "\n";
+  o += fmt::format("result: {} — max peak error {:.2f}% (tolerance {:.2f}%)\n", c.pass() ? "PASS" : "FAIL",
+                   100 * c.max_error, 100 * c.tolerance);
+  return o;
+}
+
+}  // namespace paraplan::validate

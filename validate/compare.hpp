@@ -1,0 +1,63 @@
+// Measurement (what the ranks saw) against prediction (the memory and time
+// models), per rank and category, and its serialisation.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "costmodel/memory.hpp"
+#include "costmodel/time.hpp"
+#include "validate/executor.hpp"
+
+namespace paraplan::validate {
+
+// A category passes when within 1% of the prediction, or within 64 KiB when
+// the prediction is under 6 MiB (small terms are dominated by granularity).
+inline constexpr double kCategoryTolerance = 0.01;
+inline constexpr std::int64_t kSmallCategoryBytes = 6ll << 20;
+inline constexpr std::int64_t kSmallCategorySlack = 64ll << 10;
+bool category_within(std::int64_t predicted, std::int64_t measured);
+
+struct RankComparison {
+  RankResult measured;
+  MemoryBreakdown predicted;  // the memory model's terms for this rank's stage
+  // (sum of measured category peaks − predicted total) / predicted total: the
+  // model's total is the sum of its category peaks, so this is like for like.
+  double error = 0;
+  bool categories_ok = true;  // every category within category_within
+};
+
+struct Comparison {
+  std::string layout;
+  std::string backend;
+  bool emulated = false;
+  int steps = 0;
+  double tolerance = 0.02;
+  std::vector<RankComparison> ranks;
+  double max_error = 0;  // largest |error| over ranks
+  std::vector<double> loss;
+  double predicted_step_s = 0, measured_step_s = 0;
+  StepTime predicted_time;
+  bool pass() const { return max_error <= tolerance; }
+};
+
+// The prediction the CPU backend is compared with: the spec's memory model
+// with runtime and fragmentation set to 0 (host memory has neither).
+Spec prediction_spec(const Spec& spec, bool cpu_backend);
+
+Comparison compare(const Spec& spec, const Layout& layout, const std::string& backend,
+                   bool emulated, std::vector<RankResult> results, double tolerance);
+
+// Median of the step times after the first (warm-up) step.
+double measured_step_seconds(const RankResult& r);
+
+nlohmann::json rank_result_json(const RankResult& r);
+RankResult rank_result_from_json(const nlohmann::json& j);
+
+// The `paraplan validate --format json` document (README has the schema).
+nlohmann::json comparison_json(const Comparison& c);
+std::string render_comparison(const Comparison& c);
+
+}  // namespace paraplan::validate
