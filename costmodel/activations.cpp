@@ -105,20 +105,20 @@ TransientPeak layer_transient_peak(const Model& m, bool flash, Recompute r, cons
   // sum H, with its reduce-scatter output under SP; full recomputation holds
   // every re-created tensor (the MLP dropout mask only after the fc2 sum).
   const std::int64_t dres_if_recompute = full ? X : 0;
-  at(dres_if_recompute + (full ? R - D : 0) + H + RS, full ? "recomputed forward, fc2 partial sum" : "forward, row-parallel partial sum");
-  at(dres_if_recompute + R + (a.sp ? X : H), full ? "recomputed forward, fc2 output" : "forward, fc2 output");
-  if (r == Recompute::kSelective && !flash) at(core, "forward, attention core (dropped after use)");
+  at(dres_if_recompute + (full ? R - D : 0) + H + RS, full ? "residual grad + recomputed layer + fc2 partial sum" : "forward: row-parallel partial sum");
+  at(dres_if_recompute + R + (a.sp ? X : H), full ? "residual grad + recomputed layer + fc2 output" : "forward: fc2 output");
+  if (r == Recompute::kSelective && !flash) at(core, "forward: attention core (dropped after use)");
   // Backward, with the residual gradient X alive and R held to the end.
   const std::int64_t base = X + R;
-  at(base + DX + G, "backward, fc2 input gradient");
-  at(base + G + U, "backward, fc1 output gradient");
-  at(base + U + H, "backward, MLP norm output gradient");
-  at(base + H + RS, "backward, MLP norm gradient reduce");
+  at(base + DX + G, "backward: residual grad + MLP output grad + fc2-input grad");
+  at(base + G + U, "backward: residual grad + fc2-input grad + fc1-output grad");
+  at(base + U + H, "backward: residual grad + fc1-output grad + MLP-norm-output grad");
+  at(base + H + RS, "backward: residual grad + MLP-norm-output grad and its reduce-scatter");
   const std::int64_t recore = r == Recompute::kSelective && !flash ? core : 0;
-  at(base + DX + C, "backward, attention context gradient");
-  at(base + C + recore + Q + scratch, "backward, attention core");
-  at(base + Q + H, "backward, attention norm output gradient");
-  at(base + H + RS, "backward, attention norm gradient reduce");
+  at(base + DX + C, "backward: residual grad + attention output grad + context grad");
+  at(base + C + recore + Q + scratch, "backward: residual grad + context grad + recomputed core + QKV grad + scratch");
+  at(base + Q + H, "backward: residual grad + QKV grad + attention-norm-output grad");
+  at(base + H + RS, "backward: residual grad + attention-norm-output grad and its reduce-scatter");
   return p;
 }
 

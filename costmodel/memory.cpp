@@ -180,14 +180,14 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
     // the residual gradient X.
     const std::int64_t logits = a.s * a.b * vocab * a.act_bytes + 16 * a.s * a.b;
     if (logits > peak.bytes) peak = {logits, "logits"};
-    if (H + X > peak.bytes) peak = {H + X, "output layer backward"};
+    if (H + X > peak.bytes) peak = {H + X, "output layer backward: input grad + residual grad"};
   }
-  if (first && l.sp && H > peak.bytes) peak = {H, "embedding partial sum"};
-  out.add(Category::kTransient, peak.phase, peak.bytes, [&] {
+  if (first && l.sp && H > peak.bytes) peak = {H, "embedding: partial sum before the reduce-scatter"};
+  out.add(Category::kTransient, "short-lived buffers (peak)", peak.bytes, [&] {
     if (std::string_view(peak.phase) == "logits")
-      return fmt::format("{} B x s {} x b {} x vocab/tp {} + 16 B x s x b (cross-entropy row statistics)",
+      return fmt::format("logits {} B x s {} x b {} x vocab/tp {} + 16 B x s x b (cross-entropy row statistics)",
                          a.act_bytes, a.s, a.b, vocab);
-    return fmt::format("largest live set of short-lived buffers: {} ({})", peak.phase, human(peak.bytes));
+    return fmt::format("{} ({})", peak.phase, human(peak.bytes));
   });
 
   // Communication buffers.

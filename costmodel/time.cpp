@@ -225,18 +225,33 @@ double optimizer_step_time(const Spec& s, const Layout& l, double params) {
   return memory_bound_time(shard * (2 * gb + 2 * t.optimizer_state_bytes + weights), s.cluster);
 }
 
+// ZeRO-2 and 3 keep only their shard of the gradients, so every micro-batch's
+// gradients are reduce-scattered in its own backward (DeepSpeed reduces its
+// IPG buckets at every micro-step; Rajbhandari et al. 2020 §5.2); ZeRO 0 and 1
+// accumulate the full gradients and reduce them once a step.
+bool reduces_every_microbatch(const Layout& l) { return l.zero >= 2 && l.dp > 1; }
+
 // DP communication a stage leaves exposed at the end of the step (ZeRO 0–2):
 // the gradient reduction overlaps with the backward of the last micro-batch
 // (Megatron --overlap-grad-reduce; PyTorch DDP buckets), the ZeRO-1/2
 // parameter all-gather with the next step's first forward (--overlap-param-gather);
 // whatever exceeds one micro-batch's backward (resp. forward) is exposed.
-// ZeRO-3's gathers are per micro-batch (StageMicrobatch::zero3_s); its gradient
-// reduce-scatter follows the ZeRO 1/2 rule.
+// ZeRO-3's gathers and ZeRO-2/3's reductions are per micro-batch
+// (dp_exposed_per_microbatch_time).
 double dp_exposed_tail_time(const Spec& s, const Layout& l, const GroupPlacement& g, double params,
                             const StageMicrobatch& mb) {
-  const double reduce = dp_grad_reduce_time(s, l, g, params);
+  const double reduce = reduces_every_microbatch(l) ? 0 : dp_grad_reduce_time(s, l, g, params);
   const double gather = (l.zero == 1 || l.zero == 2) ? dp_param_gather_time(s, l, g, params) : 0;
   return std::max(0.0, reduce - mb.backward_s) + std::max(0.0, gather - mb.forward_s);
+}
+
+// ZeRO-2/3 per micro-batch: its gradient reduce-scatter, overlapped with its
+// backward (after the ZeRO-3 gathers, StageMicrobatch::zero3_s, take their share).
+double dp_exposed_per_microbatch_time(const Spec& s, const Layout& l, const GroupPlacement& g, double params,
+                                      const StageMicrobatch& mb) {
+  if (!reduces_every_microbatch(l)) return mb.zero3_s;
+  const double hidden = std::max(0.0, mb.backward_s - (l.zero >= 3 ? dp_param_gather_time(s, l, g, params) : 0));
+  return mb.zero3_s + std::max(0.0, dp_grad_reduce_time(s, l, g, params) - hidden);
 }
 
 // ZeRO-3 per micro-batch: the stage's parameters are gathered before its
@@ -330,9 +345,10 @@ StepTime estimate_time(const Spec& s, const Layout& l) {
   const double opt0 = optimizer_step_time(s, l, p0), optl = optimizer_step_time(s, l, pl);
   const bool tail_last = dpl + optl > dp0 + opt0;
   const double tail_params = tail_last ? pl : p0;
-  r.dp_comm_s = m * crit.zero3_s + (tail_last ? dpl : dp0);
+  const double crit_params = last_slower ? pl : p0;
+  r.dp_comm_s = m * dp_exposed_per_microbatch_time(s, l, g.dp, crit_params, crit) + (tail_last ? dpl : dp0);
   r.optimizer_s = tail_last ? optl : opt0;
-  r.dp_comm_total_s = dp_grad_reduce_time(s, l, g.dp, tail_params) +
+  r.dp_comm_total_s = dp_grad_reduce_time(s, l, g.dp, tail_params) * (reduces_every_microbatch(l) ? m : 1) +
                       dp_param_gather_time(s, l, g.dp, tail_params) * (l.zero >= 3 ? 2 * m : 1);
 
   r.step_s = r.compute_s + r.tp_comm_s + r.pp_comm_s + r.dp_comm_s + r.bubble_s + r.optimizer_s;

@@ -19,6 +19,7 @@
 #include "planner/search.hpp"
 #include "planner/spec_error.hpp"
 #include "planner/spec_loader.hpp"
+#include "planner/calibrate_cli.hpp"
 #include "planner/validate_cli.hpp"
 
 namespace paraplan {
@@ -139,6 +140,8 @@ int run_cli(int argc, char** argv, std::ostream& out) {
 
   ValidateOptions vo;
   CLI::App* validate = add_validate_command(app, &vo);
+  CalibrateOptions co;
+  CLI::App* calibrate = add_calibrate_command(app, &co);
 
   try {
     app.parse(argc, argv);
@@ -198,6 +201,7 @@ int run_cli(int argc, char** argv, std::ostream& out) {
     return 0;
   }
   if (validate->parsed()) return run_validate(vo, out);
+  if (calibrate->parsed()) return run_calibrate(co, out);
   return 2;
 }
 

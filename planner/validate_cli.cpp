@@ -3,14 +3,17 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <ctime>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -183,13 +186,25 @@ int run_worker(const Resolved& r, const ValidateOptions& o, std::ostream& out) {
   }
   const std::string status = o.result_dir.empty() ? "" : o.result_dir + "/rank-" + std::to_string(rank) + ".status";
   int actions = 0;
+  // Heartbeat: one fixed-size record "count action" rewritten in place per
+  // schedule action (a pwrite, microseconds); the launcher reads the counts.
+  const int beat_fd = status.empty() ? -1 : ::open(status.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  auto beat = [&](int count, const std::string& what) {
+    if (beat_fd < 0) return;
+    char rec[128];
+    std::memset(rec, ' ', sizeof rec);
+    const int len = std::snprintf(rec, sizeof rec - 1, "%d %s", count, what.c_str());
+    if (len > 0 && len < int(sizeof rec)) rec[len] = ' ';
+    rec[sizeof rec - 1] = '\n';
+    if (::pwrite(beat_fd, rec, sizeof rec, 0) < 0) return;
+  };
   RunConfig c = run_config(r, o, rank);
   c.progress = [&](const std::string& what) {
     ++actions;
     if (o.debug_exit_rank && *o.debug_exit_rank == rank && actions == 2) std::_Exit(9);
     if (o.debug_stall_rank && *o.debug_stall_rank == rank && actions == 2)
       for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
-    if (!status.empty()) write_file(status, what);
+    beat(actions, what);
   };
   auto dev = make_device(r.backend, rank % std::max(1, r.spec.cluster.gpus_per_node));
   auto mem = make_memory(r.backend, rank % std::max(1, r.spec.cluster.gpus_per_node));
@@ -205,7 +220,8 @@ int run_worker(const Resolved& r, const ValidateOptions& o, std::ostream& out) {
     std::cerr << "paraplan: " << line << "\n";
     mpi_abort(1);
   }
-  if (!status.empty()) write_file(status, "done");
+  beat(actions + 1, "done");
+  if (beat_fd >= 0) ::close(beat_fd);
   const std::vector<std::string> all = mpi_gather_strings(rank_result_json(res).dump());
   int code = 0;
   if (rank == 0) {
@@ -239,21 +255,34 @@ std::vector<std::string> split_args(const std::string& s) {
 }
 
 struct RankStatus {
-  std::string text;
-  double age_s = 0;  // since the last heartbeat
+  int count = -1;    // schedule actions started
+  std::string text;  // the last one, or "done"
   bool seen = false;
 };
 
 RankStatus rank_status(const std::string& dir, int rank) {
   RankStatus s;
-  const std::string p = dir + "/rank-" + std::to_string(rank) + ".status";
-  struct stat st;
-  if (stat(p.c_str(), &st) != 0) return s;
+  std::string t = read_file(dir + "/rank-" + std::to_string(rank) + ".status");
+  const auto sp = t.find(' ');
+  if (t.empty() || sp == std::string::npos) return s;
   s.seen = true;
-  s.text = read_file(p);
-  const auto now = std::chrono::system_clock::now().time_since_epoch();
-  s.age_s = std::chrono::duration<double>(now).count() - double(st.st_mtim.tv_sec) - 1e-9 * double(st.st_mtim.tv_nsec);
+  s.count = std::atoi(t.substr(0, sp).c_str());
+  s.text = t.substr(sp + 1);
+  while (!s.text.empty() && (s.text.back() == ' ' || s.text.back() == '\n')) s.text.pop_back();
   return s;
+}
+
+// The mpirun process group: stopped with us when we are interrupted or killed.
+volatile sig_atomic_t g_child_group = 0;
+void forward_signal(int sig) {
+  if (g_child_group > 0) {
+    kill(-g_child_group, SIGTERM);  // mpirun forwards it to the ranks
+    const timespec one_second{1, 0};
+    nanosleep(&one_second, nullptr);
+    kill(-g_child_group, SIGKILL);
+  }
+  signal(sig, SIG_DFL);
+  raise(sig);
 }
 
 int launch(const Resolved& r, ValidateOptions& o, std::ostream& out) {
@@ -282,6 +311,9 @@ int launch(const Resolved& r, ValidateOptions& o, std::ostream& out) {
     if (geteuid() == 0) setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1), setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
     // Containers often forbid cross-memory attach; shared memory still works.
     setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
+    // Without a progress thread a rendezvous send waits for the sender's next
+    // MPI call; pipeline messages of up to 64 KiB go eagerly instead.
+    setenv("OMPI_MCA_btl_vader_eager_limit", "65536", 0);
     if (FILE* f = std::freopen(log.c_str(), "w", stdout)) (void)f;
     dup2(fileno(stdout), 2);
     std::vector<char*> argv;
@@ -292,7 +324,13 @@ int launch(const Resolved& r, ValidateOptions& o, std::ostream& out) {
     std::_Exit(127);
   }
   setpgid(pid, pid);
+  g_child_group = pid;
+  signal(SIGTERM, forward_signal);
+  signal(SIGINT, forward_signal);
+  signal(SIGHUP, forward_signal);
   const auto t0 = std::chrono::steady_clock::now();
+  std::vector<int> last_count(std::size_t(n), -2);
+  std::vector<std::chrono::steady_clock::time_point> last_change(std::size_t(n), t0);
   int wstatus = 0;
   std::string failure;
   for (;;) {
@@ -300,16 +338,22 @@ int launch(const Resolved& r, ValidateOptions& o, std::ostream& out) {
     if (w == pid) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    // The rank whose last heartbeat is oldest is the one the others wait for.
+    // Progress is the count of schedule actions; when no rank has moved for
+    // the stall timeout, the one furthest behind is the one the others wait for.
+    const auto now = std::chrono::steady_clock::now();
     int worst = -1;
     RankStatus worst_s;
+    double idle = 1e300;
     for (int i = 0; i < n; ++i) {
       RankStatus s = rank_status(dir, i);
-      if (s.seen && s.text != "done" && (worst < 0 || s.age_s > worst_s.age_s)) worst = i, worst_s = s;
+      if (s.count != last_count[i]) last_count[i] = s.count, last_change[i] = now;
+      if (!s.seen || s.text == "done") continue;
+      idle = std::min(idle, std::chrono::duration<double>(now - last_change[i]).count());
+      if (worst < 0 || s.count < worst_s.count) worst = i, worst_s = s;
     }
     std::string why;
-    if (worst >= 0 && worst_s.age_s > o.stall_timeout_s)
-      why = fmt::format("rank {} stalled: no progress for {:.0f} s (last at: {})", worst, worst_s.age_s, worst_s.text);
+    if (worst >= 0 && idle < 1e300 && idle > o.stall_timeout_s)
+      why = fmt::format("rank {} stalled: no progress for {:.0f} s (last at: {})", worst, idle, worst_s.text);
     else if (elapsed > o.timeout_s)
       why = worst >= 0 ? fmt::format("timed out after {:.0f} s; rank {} was the furthest behind (last at: {})",
                                      elapsed, worst, worst_s.text)
@@ -323,6 +367,7 @@ int launch(const Resolved& r, ValidateOptions& o, std::ostream& out) {
       break;
     }
   }
+  g_child_group = 0;
   auto cleanup = [&] { fs::remove_all(dir); };
   if (failure.empty() && fs::exists(dir + "/result.json")) {
     // Rank 0 wrote the comparison in both formats.

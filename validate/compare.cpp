@@ -1,6 +1,7 @@
 #include "validate/compare.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -48,7 +49,8 @@ Comparison compare(const Spec& spec, const Layout& layout, const std::string& ba
       rc.categories_ok = rc.categories_ok && category_within(rc.predicted.bytes[k], r.peak.bytes[k]);
     c.max_error = std::max(c.max_error, std::abs(rc.error));
     c.steps = int(r.loss.size());
-    if (c.loss.empty()) c.loss = r.loss;
+    // An emulated rank off the last stage never sees the loss.
+    if (c.loss.empty() && !(emulated && r.stage != layout.pp - 1)) c.loss = r.loss;
     c.measured_step_s = std::max(c.measured_step_s, measured_step_seconds(r));
     rc.measured = std::move(r);
     c.ranks.push_back(std::move(rc));
@@ -145,7 +147,9 @@ nlohmann::json comparison_json(const Comparison& c) {
     ph["total"] = r.measured.total_peak_phase;
     x["peak_phase"] = ph;
     x["measured_step_s"] = measured_step_seconds(r.measured);
-    x["phases_s"] = rank_result_json(r.measured)["phases_s"];
+    const nlohmann::json rj = rank_result_json(r.measured);
+    x["phases_s"] = rj["phases_s"];
+    if (!r.measured.grads.empty()) x["grads"] = rj["grads"];
     ranks.push_back(std::move(x));
   }
   j["ranks"] = ranks;
@@ -167,9 +171,21 @@ std::string render_comparison(const Comparison& c) {
   std::string o = fmt::format("validate {} on the {} backend{}, {} rank(s) measured, {} step(s)\n", c.layout,
                               c.backend, c.emulated ? " (emulated rank)" : "", c.ranks.size(), c.steps);
   if (c.backend == "cpu") o += "runtime and fragmentation are 0 on the cpu backend (predicted and measured)\n";
-  for (const RankComparison& r : c.ranks) {
+  // Ranks that measured exactly the same as the one before (same stage) share one table.
+  for (std::size_t i = 0; i < c.ranks.size(); ++i) {
+    const RankComparison& r = c.ranks[i];
     const RankResult& m = r.measured;
-    o += fmt::format("\nrank {} (stage {}, tp rank {}, dp rank {})\n", m.rank, m.stage, m.tp_rank, m.dp_rank);
+    std::vector<int> same{m.rank};
+    while (i + 1 < c.ranks.size()) {
+      const RankResult& n = c.ranks[i + 1].measured;
+      if (n.stage != m.stage || n.peak.bytes != m.peak.bytes || n.total_peak != m.total_peak) break;
+      same.push_back(n.rank);
+      ++i;
+    }
+    if (same.size() == 1)
+      o += fmt::format("\nrank {} (stage {}, tp rank {}, dp rank {})\n", m.rank, m.stage, m.tp_rank, m.dp_rank);
+    else
+      o += fmt::format("\nranks {} (stage {}): each measured the same\n", fmt::join(same, ", "), m.stage);
     o += fmt::format("  {:<14}{:>14}{:>14}{:>10}  {}\n", "category", "predicted", "measured", "error", "peak at");
     for (int k = 0; k < kNumCategories; ++k) {
       const std::int64_t p = r.predicted.bytes[k], v = m.peak.bytes[k];
@@ -188,6 +204,7 @@ std::string render_comparison(const Comparison& c) {
                    c.measured_step_s,
                    c.predicted_step_s > 0 ? 100 * (c.measured_step_s - c.predicted_step_s) / c.predicted_step_s : 0);
   o += "loss:";
+  if (c.loss.empty()) o += " not seen (an emulated rank off the last stage does not compute it)";
   for (double x : c.loss) o += fmt::format(" {:.4f}", x);
   o += "\n";
   o += fmt::format("result: {} — max peak error {:.2f}% (tolerance {:.2f}%)\n", c.pass() ? "PASS" : "FAIL",

@@ -154,6 +154,8 @@ void Exec::grads_for(int p0, int p1) {
   cur_params.clear();
   cur_grads.clear();
   std::int64_t a = INT64_MAX, e = 0;
+  if (p0 < 0) p0 = p1;
+  if (p1 < 0) p1 = p0;  // a missing bias: the weight alone
   for (int p = std::min(p0, p1); p <= std::max(p0, p1); ++p) {
     if (p < 0) continue;
     cur_params.push_back(p);

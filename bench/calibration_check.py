@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""The time check of `paraplan calibrate` (docs/calibration.md).
+
+Calibrates this machine (bf16 and fp32 numbers), then runs `paraplan validate`
+on 2-rank layouts of the timing specs (tests/data/validate/time-*.yaml), each
+copied next to the calibrated cluster of its precision, and prints measured
+against predicted step time with the error. Exit status 1 when a layout is
+off by more than --tolerance.
+
+    bench/calibration_check.py build/paraplan [--runs 3] [--prefix "chrt -f 1"]
+        [--launch validate|mpirun] [--eager-limit BYTES]
+
+--prefix runs every command under another (e.g. `chrt -f 1`: real-time
+priority, so that other processes on a shared host do not stretch the timings).
+--launch mpirun starts the ranks with `mpirun -np 2 paraplan validate
+--launcher none` instead of letting validate launch them (no per-action
+heartbeat files). --eager-limit sets Open MPI's shared-memory eager limit
+(OMPI_MCA_btl_vader_eager_limit) for every run, so that a pipeline send
+larger than the default 4 KiB completes without the sender re-entering MPI.
+"""
+import argparse
+import json
+import os
+import pathlib
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data" / "validate"
+LAYOUTS = [
+    "dp=2", "tp=2", "pp=2", "tp=2,sp=1", "dp=2,zero=1", "dp=2,zero=2", "dp=2,zero=3",
+    "dp=2,recompute=selective", "dp=2,recompute=full", "tp=2,recompute=full", "pp=2,schedule=gpipe",
+]
+SPECS = ["gpt-fp32", "gpt-bf16", "llama-fp32", "llama-bf16"]
+
+
+def run(cmd, prefix, env=None):
+    full = shlex.split(prefix) + cmd if prefix else cmd
+    r = subprocess.run(full, capture_output=True, text=True, env=env)
+    if r.returncode not in (0, 1):  # validate exits 1 when a memory check fails; the timing is still there
+        sys.exit(f"failed ({r.returncode}): {' '.join(full)}\n{r.stderr}")
+    return r.stdout
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("paraplan")
+    ap.add_argument("--runs", type=int, default=3, help="validate runs per layout; the median counts")
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--prefix", default="", help='run every command under this, e.g. "chrt -f 1"')
+    ap.add_argument("--tolerance", type=float, default=0.25)
+    ap.add_argument("--quick", action="store_true", help="calibrate --quick")
+    ap.add_argument("--keep", help="keep the calibrated clusters and specs in this folder")
+    ap.add_argument("--launch", choices=["validate", "mpirun"], default="validate")
+    ap.add_argument("--eager-limit", type=int, help="OMPI_MCA_btl_vader_eager_limit for every run")
+    a = ap.parse_args()
+    env = dict(os.environ)
+    if a.eager_limit:
+        env["OMPI_MCA_btl_vader_eager_limit"] = str(a.eager_limit)
+    env.setdefault("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
+    if os.geteuid() == 0:
+        env["OMPI_ALLOW_RUN_AS_ROOT"] = env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+    exe = str(pathlib.Path(a.paraplan).resolve())
+    work = pathlib.Path(a.keep or tempfile.mkdtemp(prefix="paraplan-timecheck-"))
+    work.mkdir(parents=True, exist_ok=True)
+    for f in ("gpt-small.yaml", "llama-small.yaml"):
+        shutil.copy(DATA / f, work / f)
+    rows, worst, worst_fastest = [], 0.0, 0.0
+    # Per precision: calibrate, then its specs; the runs of one layout are spread
+    # over the batch (run 1 of every layout, then run 2, ...) so that a burst of
+    # load on a shared host does not hit all of them.
+    for prec in ("bf16", "fp32"):
+        cmd = [exe, "calibrate", "--ranks", "2", "--precision", prec, "--output", str(work / f"cluster-{prec}.yaml")]
+        if a.quick:
+            cmd.append("--quick")
+        report = run(cmd, a.prefix, env)
+        (work / f"calibrate-{prec}.txt").write_text(report)
+        print(f"calibrated {prec}: " + "; ".join(l.strip() for l in report.splitlines() if l.strip().startswith("fit:")),
+              flush=True)
+        specs = [s for s in SPECS if s.endswith(prec)]
+        for spec in specs:
+            text = (DATA / f"time-{spec}.yaml").read_text().replace("cluster: cpu.yaml", f"cluster: cluster-{prec}.yaml")
+            (work / f"time-{spec}.yaml").write_text(text)
+        pred, meas = {}, {}
+        for _ in range(a.runs):
+            for spec in specs:
+                for layout in LAYOUTS:
+                    cmd = [exe, "validate", str(work / f"time-{spec}.yaml"), "--layout", layout, "--steps", str(a.steps),
+                           "--format", "json"]
+                    if a.launch == "mpirun":
+                        cmd = ["mpirun", "-np", "2", "--bind-to", "none"] + cmd + ["--launcher", "none"]
+                    j = json.loads(run(cmd, a.prefix, env))
+                    pred[spec, layout] = j["step_time_s"]["predicted"]
+                    meas.setdefault((spec, layout), []).append(j["step_time_s"]["measured"])
+        for spec in specs:
+            for layout in LAYOUTS:
+                p, ms = pred[spec, layout], meas[spec, layout]
+                m = statistics.median(ms)
+                err = (m - p) / p
+                worst = max(worst, abs(err))
+                worst_fastest = max(worst_fastest, abs(min(ms) - p) / p)
+                rows.append((spec, layout, p, m, err, min(ms), max(ms)))
+                print(f"{spec:<11} {layout:<26} predicted {p:8.4f} s  measured {m:8.4f} s  ({100 * err:+6.1f}%)"
+                      f"  runs {min(ms):.4f}..{max(ms):.4f}", flush=True)
+    print("\n| spec | layout | predicted s | measured s (median run) | error | fastest run | error |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    for spec, layout, p, m, err, lo, hi in rows:
+        print(f"| time-{spec} | {layout} | {p:.4f} | {m:.4f} | {100 * err:+.1f}% | {lo:.4f} | {100 * (lo - p) / p:+.1f}% |")
+    print(f"\nlargest error {100 * worst:.1f}% (median run), {100 * worst_fastest:.1f}% (fastest run); "
+          f"tolerance {100 * a.tolerance:.0f}%; launch {a.launch}, "
+          f"eager limit {a.eager_limit or 'default'}, prefix '{a.prefix}', load average {os.getloadavg()[0]:.1f}; "
+          f"files in {work}")
+    if not a.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0 if worst <= a.tolerance else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

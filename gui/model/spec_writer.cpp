@@ -1,0 +1,121 @@
+#include "gui/model/spec_writer.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <limits>
+
+namespace paraplan::gui {
+
+namespace {
+
+void model_map(YAML::Emitter& e, const Model& m) {
+  e << YAML::BeginMap;
+  e << YAML::Key << "name" << YAML::Value << m.name;
+  if (!m.source.empty()) e << YAML::Key << "source" << YAML::Value << m.source;
+  e << YAML::Key << "num_layers" << YAML::Value << m.num_layers;
+  e << YAML::Key << "hidden_size" << YAML::Value << m.hidden_size;
+  e << YAML::Key << "num_attention_heads" << YAML::Value << m.num_attention_heads;
+  e << YAML::Key << "num_kv_heads" << YAML::Value << m.num_kv_heads;
+  e << YAML::Key << "head_dim" << YAML::Value << m.head_dim;
+  e << YAML::Key << "ffn_hidden_size" << YAML::Value << m.ffn_hidden_size;
+  e << YAML::Key << "vocab_size" << YAML::Value << m.vocab_size;
+  e << YAML::Key << "activation" << YAML::Value << activation_name(m.activation);
+  e << YAML::Key << "normalization" << YAML::Value << normalization_name(m.normalization);
+  e << YAML::Key << "tie_embeddings" << YAML::Value << m.tie_embeddings;
+  e << YAML::Key << "bias" << YAML::Value << m.bias;
+  e << YAML::Key << "qkv_bias" << YAML::Value << m.qkv_bias;
+  e << YAML::Key << "position_embedding" << YAML::Value << position_embedding_name(m.position_embedding);
+  if (m.max_position_embeddings > 0)
+    e << YAML::Key << "max_position_embeddings" << YAML::Value << m.max_position_embeddings;
+  e << YAML::Key << "hidden_dropout" << YAML::Value << m.hidden_dropout;
+  e << YAML::Key << "attention_dropout" << YAML::Value << m.attention_dropout;
+  if (m.published_params > 0) e << YAML::Key << "published_params" << YAML::Value << m.published_params;
+  e << YAML::EndMap;
+}
+
+void link_map(YAML::Emitter& e, const Link& l, double efficiency) {
+  e << YAML::BeginMap;
+  e << YAML::Key << "bandwidth_gbs" << YAML::Value << l.bandwidth_gbs;
+  e << YAML::Key << "latency_us" << YAML::Value << l.latency_us;
+  e << YAML::Key << "efficiency" << YAML::Value << efficiency;
+  e << YAML::EndMap;
+}
+
+void cluster_map(YAML::Emitter& e, const Cluster& c) {
+  e << YAML::BeginMap;
+  e << YAML::Key << "name" << YAML::Value << c.name;
+  if (!c.source.empty()) e << YAML::Key << "source" << YAML::Value << c.source;
+  e << YAML::Key << "gpu" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "name" << YAML::Value << c.gpu.name;
+  e << YAML::Key << "memory_gib" << YAML::Value << c.gpu.memory_gib;
+  e << YAML::Key << "peak_tflops_bf16" << YAML::Value << c.gpu.peak_tflops_bf16;
+  e << YAML::Key << "hbm_bandwidth_gbs" << YAML::Value << c.gpu.hbm_bandwidth_gbs;
+  e << YAML::EndMap;
+  e << YAML::Key << "gpus_per_node" << YAML::Value << c.gpus_per_node;
+  e << YAML::Key << "intra_node" << YAML::Value;
+  link_map(e, c.intra_node, c.intra_comm_efficiency);
+  e << YAML::Key << "inter_node" << YAML::Value;
+  link_map(e, c.inter_node, c.inter_comm_efficiency);
+  e << YAML::Key << "runtime_overhead_gib" << YAML::Value << c.runtime_overhead_gib;
+  e << YAML::Key << "fragmentation" << YAML::Value << c.fragmentation;
+  e << YAML::Key << "gemm_efficiency" << YAML::Value << c.gemm_efficiency;
+  e << YAML::Key << "hbm_efficiency" << YAML::Value << c.hbm_efficiency;
+  e << YAML::EndMap;
+}
+
+template <class T, class Name>
+void list(YAML::Emitter& e, const char* key, const std::vector<T>& v, Name name) {
+  if (v.empty()) return;
+  e << YAML::Key << key << YAML::Value << YAML::Flow << YAML::BeginSeq;
+  for (const T& x : v) e << name(x);
+  e << YAML::EndSeq;
+}
+
+}  // namespace
+
+std::string spec_to_yaml(const Spec& s) {
+  YAML::Emitter e;
+  e.SetDoublePrecision(std::numeric_limits<double>::max_digits10);
+  e << YAML::BeginMap;
+  e << YAML::Key << "model" << YAML::Value;
+  model_map(e, s.model);
+  e << YAML::Key << "cluster" << YAML::Value;
+  cluster_map(e, s.cluster);
+  e << YAML::Key << "num_nodes" << YAML::Value << s.num_nodes;
+  const Training& t = s.training;
+  e << YAML::Key << "training" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "seq_length" << YAML::Value << t.seq_length;
+  e << YAML::Key << "global_batch_size" << YAML::Value << t.global_batch_size;
+  e << YAML::Key << "precision" << YAML::Value << dtype_name(t.precision);
+  e << YAML::Key << "grad_dtype" << YAML::Value << dtype_name(t.grad_dtype);
+  e << YAML::Key << "optimizer" << YAML::Value << optimizer_name(t.optimizer);
+  e << YAML::Key << "optimizer_state_bytes" << YAML::Value << t.optimizer_state_bytes;
+  e << YAML::Key << "flash_attention" << YAML::Value << t.flash_attention;
+  e << YAML::Key << "grad_bucket_params" << YAML::Value << t.grad_bucket_params;
+  e << YAML::EndMap;
+  e << YAML::Key << "memory_headroom" << YAML::Value << s.memory_headroom;
+  const SearchSpace& q = s.search;
+  const bool any = !q.dp.empty() || !q.tp.empty() || !q.pp.empty() || !q.vpp.empty() ||
+                   !q.zero.empty() || !q.mbs.empty() || !q.recompute.empty() || !q.sp.empty() ||
+                   !q.schedule.empty() || q.allow_tp_across_nodes;
+  if (any) {
+    const auto id = [](int x) { return x; };
+    e << YAML::Key << "search" << YAML::Value << YAML::BeginMap;
+    list(e, "dp", q.dp, id);
+    list(e, "tp", q.tp, id);
+    list(e, "pp", q.pp, id);
+    list(e, "vpp", q.vpp, id);
+    list(e, "sp", q.sp, id);
+    list(e, "zero", q.zero, id);
+    list(e, "mbs", q.mbs, id);
+    list(e, "recompute", q.recompute, [](Recompute r) { return recompute_name(r); });
+    list(e, "schedule", q.schedule, [](Schedule x) { return schedule_name(x); });
+    if (q.allow_tp_across_nodes) e << YAML::Key << "allow_tp_across_nodes" << YAML::Value << true;
+    e << YAML::EndMap;
+  }
+  if (s.default_layout) e << YAML::Key << "layout" << YAML::Value << *s.default_layout;
+  e << YAML::EndMap;
+  return std::string(e.c_str()) + "\n";
+}
+
+}  // namespace paraplan::gui

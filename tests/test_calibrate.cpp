@@ -1,0 +1,321 @@
+// `paraplan calibrate`: the fits recover known parameters from samples the time
+// model itself generated; bus bandwidth follows nccl-tests' definitions; the
+// written cluster spec loads and says what was fitted; and the command runs
+// end to end (measure, fit, write) and `plan` accepts a spec using its output.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "cli_runner.hpp"
+#include "costmodel/time.hpp"
+#include "planner/calibrate_cli.hpp"
+#include "planner/spec_error.hpp"
+#include "planner/spec_loader.hpp"
+#include "validate/backend.hpp"
+#include "validate/calibrate.hpp"
+
+using namespace paraplan;
+using namespace paraplan::validate;
+namespace fs = std::filesystem;
+
+namespace {
+
+double rel(double a, double b) { return std::abs(a - b) / std::abs(b); }
+
+// Samples of every collective, group sizes 2, 4 and 8, 4 KiB .. 64 MiB, timed
+// by the time model's own formulas with the link (alpha, beta).
+std::vector<CollectiveSample> synthetic_collectives(double alpha, double beta) {
+  std::vector<CollectiveSample> v;
+  for (Collective k : {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter})
+    for (int n : {2, 4, 8})
+      for (std::int64_t bytes : message_sizes(4 << 10, 64 << 20, 4)) {
+        CollectiveSample s;
+        s.kind = k, s.group_size = n, s.bytes = bytes;
+        s.seconds = model_collective_time(k, n, double(bytes), LinkCost{alpha, beta});
+        v.push_back(s);
+      }
+  return v;
+}
+
+// A cluster with the roofline numbers only.
+Cluster roofline(double peak_tflops, double gemm_eff, double hbm_gbs, double hbm_eff) {
+  Cluster c;
+  c.gpu.peak_tflops_bf16 = peak_tflops;
+  c.gemm_efficiency = gemm_eff;
+  c.gpu.hbm_bandwidth_gbs = hbm_gbs;
+  c.hbm_efficiency = hbm_eff;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("bus bandwidth follows nccl-tests") {
+  struct Row {
+    const char* name;
+    Collective kind;
+    int n;
+    double bytes, seconds, alg_gbs, bus_gbs;  // expected, by hand from doc/PERFORMANCE.md
+  };
+  const Row rows[] = {
+      {"all-reduce n=4: busBw = algBw x 2(n-1)/n", Collective::kAllReduce, 4, 1e9, 0.1, 10, 15},
+      {"all-gather n=4: busBw = algBw x (n-1)/n", Collective::kAllGather, 4, 1e9, 0.1, 10, 7.5},
+      {"reduce-scatter n=8: busBw = algBw x 7/8", Collective::kReduceScatter, 8, 2e9, 0.5, 4, 3.5},
+      {"all-reduce n=2: busBw = algBw", Collective::kAllReduce, 2, 1e6, 1e-3, 1, 1},
+  };
+  for (const Row& r : rows) {
+    INFO(r.name);
+    CollectiveSample s;
+    s.kind = r.kind, s.group_size = r.n, s.bytes = std::int64_t(r.bytes), s.seconds = r.seconds;
+    CHECK(s.alg_bw() == Approx(r.alg_gbs * 1e9));
+    CHECK(s.bus_bw() == Approx(r.bus_gbs * 1e9));
+  }
+}
+
+TEST_CASE("the alpha-beta fit recovers the link that generated the samples") {
+  struct Row {
+    const char* name;
+    double alpha_s, bytes_per_s;
+  };
+  const Row rows[] = {{"NVLink-like: 3 us, 370 GB/s", 3e-6, 370e9},
+                      {"shared memory: 0.5 us, 4 GB/s", 0.5e-6, 4e9},
+                      {"no latency", 0.0, 10e9}};
+  for (const Row& r : rows) {
+    INFO(r.name);
+    std::vector<CollectiveSample> v = synthetic_collectives(r.alpha_s, r.bytes_per_s);
+    const LinkFit f = fit_link(v);
+    CHECK(f.alpha_s == Approx(r.alpha_s).margin(1e-12));
+    CHECK(rel(f.bytes_per_s, r.bytes_per_s) < 1e-6);
+    CHECK(f.rms_rel_error < 1e-6);
+    CHECK(f.samples == int(v.size()));
+    for (const CollectiveSample& s : v) CHECK(rel(s.fitted_s, s.seconds) < 1e-6);
+  }
+  std::vector<CollectiveSample> one_size;
+  one_size.push_back(synthetic_collectives(1e-6, 1e9).front());
+  CHECK_THROWS_AS(fit_link(one_size), std::invalid_argument);
+}
+
+TEST_CASE("the GEMM fit recovers peak x efficiency through gemm_time") {
+  // Compute-bound shapes and memory-bound ones (k = 2, ~2 FLOP/byte):
+  // the fit must pick out the compute-bound ones and recover the efficiency.
+  const double peak = 20e12, eff = 0.6, mem_rate = 2000e9;
+  const Cluster c = roofline(peak / 1e12, eff, mem_rate / 1e9, 1.0);
+  std::vector<GemmSample> v;
+  for (const GemmCase& g : gemm_cases(true)) {
+    for (std::int64_t k : {g.k, std::int64_t(2)}) {
+      GemmSample s;
+      s.shape = g;
+      s.shape.k = k;
+      s.dtype = DType::kBf16;
+      s.seconds = gemm_time(Gemm{"", 1, double(g.m), double(g.n), double(k), false}, c, 2);
+      v.push_back(s);
+    }
+  }
+  const GemmFit f = fit_gemm(v, peak, mem_rate);
+  CHECK(f.peak_flops == peak);
+  CHECK(rel(f.efficiency, eff) < 1e-6);
+  CHECK(f.rms_rel_error < 1e-6);
+  // Without a given peak, the peak is the best rate measured and the product is kept.
+  const GemmFit g = fit_gemm(v, 0, mem_rate);
+  double best = 0;
+  for (const GemmSample& s : v) best = std::max(best, s.flops_per_s());
+  CHECK(g.peak_flops == best);
+  CHECK(rel(g.peak_flops * g.efficiency, peak * eff) < 1e-6);
+}
+
+TEST_CASE("the memory fit recovers hbm_efficiency through the time model") {
+  const Cluster base = roofline(0.03, 0.7, 0, 0);
+  struct Row {
+    const char* name;
+    double bandwidth, efficiency;
+  };
+  const Row rows[] = {{"CPU-like: 16 GB/s at 0.12", 16e9, 0.12}, {"GPU-like: 3350 GB/s at 0.8", 3350e9, 0.8}};
+  for (const Row& r : rows) {
+    INFO(r.name);
+    Cluster truth = base;
+    truth.gpu.hbm_bandwidth_gbs = r.bandwidth / 1e9;
+    truth.hbm_efficiency = r.efficiency;
+    std::vector<WorkSample> work;
+    for (const WorkCase& c : work_cases(false)) {
+      WorkSample s;
+      s.what = c;
+      s.dtype = DType::kBf16;
+      s.seconds = model_work_time(s, truth);
+      REQUIRE(s.seconds > 0);
+      work.push_back(s);
+    }
+    std::vector<CopySample> copies{{std::int64_t(1) << 24, DType::kBf16, 0}};
+    copies[0].seconds = copies[0].bytes() / r.bandwidth;
+    const MemoryFit f = fit_memory(copies, work, base);
+    CHECK(rel(f.bandwidth, r.bandwidth) < 1e-12);
+    CHECK(rel(f.efficiency, r.efficiency) < 1e-6);
+    CHECK(f.rms_rel_error < 1e-6);
+    for (const WorkSample& s : work) CHECK(rel(s.fitted_s, s.seconds) < 1e-6);
+  }
+}
+
+TEST_CASE("the work samples price what the model charges outside the linear GEMMs") {
+  // A layer costs more with slower memory and nothing less than zero; Adam is
+  // the optimizer term of a one-rank step.
+  const Cluster fast = roofline(0.03, 0.7, 100, 1.0), slow = roofline(0.03, 0.7, 1, 1.0);
+  for (const WorkCase& c : work_cases(true)) {
+    INFO(work_kind_name(c.kind) << " " << c.model << " seq " << c.seq);
+    WorkSample s;
+    s.what = c;
+    s.dtype = DType::kFp32;
+    CHECK(model_work_time(s, fast) > 0);
+    CHECK(model_work_time(s, slow) > model_work_time(s, fast));
+  }
+}
+
+TEST_CASE("the GEMM sweep holds the test specs' layer shapes and larger ones") {
+  // gpt-small (tests/data/validate): h 64, QKV 3h = 192, ffn 256; 64 tokens per micro-batch.
+  const std::vector<GemmCase> v = gemm_cases(false);
+  auto has = [&](std::int64_t m, std::int64_t n, std::int64_t k) {
+    for (const GemmCase& g : v)
+      if (g.m == m && g.n == n && g.k == k) return true;
+    return false;
+  };
+  CHECK(has(64, 192, 64));   // QKV forward
+  CHECK(has(192, 64, 64));   // its weight gradient
+  CHECK(has(64, 256, 64));   // fc1 forward
+  CHECK(has(64, 64, 256));   // fc2 forward
+  CHECK(has(1024, 1024, 1024));
+  CHECK(message_sizes(4 << 10, 64 << 20, 4).size() == 8);  // 4 KiB, 16 KiB, ..., 64 MiB
+}
+
+namespace {
+
+Calibration synthetic_calibration() {
+  Calibration c;
+  c.host = "test-host";
+  c.date = "2026-01-01T00:00:00Z";
+  c.device_name = "Test CPU \"quoted\"";
+  c.precision = DType::kBf16;
+  c.ranks = 2;
+  c.cores = 2;
+  c.mpi = true;
+  c.memory_gib = 11.5;
+  c.memory_source = "test";
+  c.gemm_fit = {25e9, 0.7, 0.1, 10};
+  c.memory_fit = {16e9, 0.125, 0.2, 4};
+  c.link_fit = {0.8e-6, 3.2e9, 0.3, 24};
+  c.samples.collectives = synthetic_collectives(0.8e-6, 3.2e9);
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("the cluster YAML loads back as the fitted cluster") {
+  const Calibration c = synthetic_calibration();
+  const Cluster want = calibrated_cluster(c, "calibrated-test");
+  test::TempDir dir;
+  const fs::path file = dir.path() / "cluster.yaml";
+  std::ofstream(file) << calibrated_cluster_yaml(c, "calibrated-test");
+  const Cluster got = load_cluster_file(file.string());
+  CHECK(got.name == "calibrated-test");
+  CHECK(got.source == "measured by paraplan calibrate on test-host, 2026-01-01T00:00:00Z");
+  CHECK(got.gpu.name == "Test CPU \"quoted\"");
+  CHECK(got.gpus_per_node == 2);
+  struct Num {
+    const char* name;
+    double got, want;
+  };
+  const Num nums[] = {
+      {"memory_gib", got.gpu.memory_gib, 11.5},
+      {"peak_tflops_bf16", got.gpu.peak_tflops_bf16, 0.025},
+      {"hbm_bandwidth_gbs", got.gpu.hbm_bandwidth_gbs, 16},
+      {"intra bandwidth_gbs", got.intra_node.bandwidth_gbs, 3.2},
+      {"intra latency_us", got.intra_node.latency_us, 0.8},
+      {"inter bandwidth_gbs", got.inter_node.bandwidth_gbs, 3.2},
+      {"gemm_efficiency", got.gemm_efficiency, 0.7},
+      {"hbm_efficiency", got.hbm_efficiency, 0.125},
+      {"intra efficiency", got.intra_comm_efficiency, 1.0},
+      {"runtime_overhead_gib", got.runtime_overhead_gib + 1, 1},
+      {"fragmentation", got.fragmentation + 1, 1},
+  };
+  for (const Num& n : nums) {
+    INFO(n.name);
+    CHECK(rel(n.got, n.want) < 1e-5);
+  }
+  CHECK(rel(got.gpu.peak_tflops_bf16, want.gpu.peak_tflops_bf16) < 1e-5);
+  // A plan spec pointing at it loads, and the time model runs on it.
+  std::ofstream(dir.path() / "model.yaml") << "name: m\nnum_layers: 2\nhidden_size: 64\nnum_attention_heads: 4\n"
+                                              "ffn_hidden_size: 256\nvocab_size: 256\nactivation: gelu\n"
+                                              "normalization: layernorm\ntie_embeddings: true\n"
+                                              "position_embedding: rope\n";
+  std::ofstream(dir.path() / "spec.yaml") << "model: model.yaml\ncluster: cluster.yaml\nnum_nodes: 1\n"
+                                             "training:\n  seq_length: 64\n  global_batch_size: 8\n";
+  const Spec s = load_spec_file((dir.path() / "spec.yaml").string());
+  Layout l = parse_layout("dp=2");
+  REQUIRE_FALSE(resolve_layout(s, &l).has_value());
+  CHECK(estimate_time(s, l).step_s > 0);
+}
+
+TEST_CASE("the YAML says when the link was not measured or ranks were oversubscribed") {
+  Calibration c = synthetic_calibration();
+  c.ranks = 4;
+  CHECK(calibrated_cluster_yaml(c, "x").find("OVERSUBSCRIBED") != std::string::npos);
+  CHECK(render_calibration(c).find("not meaningful") != std::string::npos);
+  c.mpi = false;
+  c.ranks = 1;
+  const std::string y = calibrated_cluster_yaml(c, "x");
+  CHECK(y.find("NOT MEASURED") != std::string::npos);
+  CHECK(y.find("OVERSUBSCRIBED") == std::string::npos);
+}
+
+TEST_CASE("paraplan calibrate --quick writes a cluster that plan accepts") {
+  test::TempDir dir;
+  const test::Result r =
+      test::run_paraplan({"calibrate", "--quick", "--ranks", "2", "--output", "@DIR@/cluster.yaml"}, dir.path());
+  INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("fit: peak") != std::string::npos);
+  CHECK(r.out.find("RMS error") != std::string::npos);
+  CHECK(r.out.find("wrote") != std::string::npos);
+  REQUIRE(fs::exists(dir.path() / "cluster.yaml"));
+  CHECK_FALSE(fs::exists(dir.path() / "cluster.yaml.paraplan-tmp"));
+  CHECK_NOTHROW(load_cluster_file((dir.path() / "cluster.yaml").string()));
+  for (const char* f : {"gpt-small.yaml", "time-gpt-bf16.yaml"})
+    fs::copy_file(fs::path(PARAPLAN_SOURCE_DIR) / "tests/data/validate" / f, dir.path() / f);
+  std::string spec = test::read_file(dir.path() / "time-gpt-bf16.yaml");
+  spec.replace(spec.find("cluster: cpu.yaml"), 17, "cluster: cluster.yaml");
+  std::ofstream(dir.path() / "spec.yaml") << spec;
+  const test::Result p = test::run_paraplan({"plan", "spec.yaml", "--format", "json"}, dir.path());
+  INFO("plan stderr: " << p.err);
+  CHECK(p.code == 0);
+  CHECK(p.out.find("\"recommended\"") != std::string::npos);
+}
+
+TEST_CASE("paraplan calibrate: bad input is one line and exit 2, with no file left") {
+  struct Row {
+    const char* name;
+    std::vector<std::string> args;
+    const char* err_has;
+  };
+  std::vector<Row> rows = {
+      {"output folder missing", {"calibrate", "--quick", "--output", "@DIR@/no/such/dir/c.yaml"}, "--output"},
+      {"no --output", {"calibrate", "--quick"}, "--output"},
+      {"unknown backend", {"calibrate", "--backend", "tpu", "--output", "@DIR@/c.yaml"}, "--backend"},
+      {"zero ranks", {"calibrate", "--ranks", "0", "--output", "@DIR@/c.yaml"}, "--ranks"},
+  };
+  if (!backend_available(Backend::kGpu))
+    rows.push_back({"gpu backend without CUDA", {"calibrate", "--backend", "gpu", "--output", "@DIR@/c.yaml"},
+                    "built without CUDA"});
+  for (const Row& row : rows) {
+    INFO(row.name);
+    test::TempDir dir;
+    const test::Result r = test::run_paraplan(row.args, dir.path());
+    CHECK(r.code == 2);
+    CHECK(r.out.empty());
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK(r.err.rfind("paraplan: error: ", 0) == 0);
+    CHECK(r.err.find(row.err_has) != std::string::npos);
+    CHECK(fs::is_empty(dir.path()));
+  }
+}

@@ -1,0 +1,223 @@
+// Multi-rank validation, end to end: `paraplan validate` launches mpirun, runs
+// real sharded steps and reports memory per rank and category against the
+// memory model. A sharded run must reproduce the single-rank run's losses over
+// 10 steps and its gradients at step 1 (fp32: relative error <= 1e-5, mixed
+// precision: <= 1e-2), and every rank's measured peak per category must be
+// within 1% of the prediction (64 KiB for categories under 6 MiB).
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "cli_runner.hpp"
+
+using paraplan::test::Result;
+using paraplan::test::run_paraplan;
+using paraplan::test::TempDir;
+
+namespace {
+
+const std::string kData = "@SRC@/tests/data/validate/";
+
+struct Run {
+  Result r;
+  nlohmann::json j;
+};
+
+Run validate(const std::string& spec, const std::string& layout, int steps = 10,
+             std::vector<std::string> extra = {}) {
+  TempDir dir;
+  std::vector<std::string> args{"validate", kData + spec, "--layout", layout, "--steps", std::to_string(steps),
+                                "--format", "json", "--grad-check", "--timeout", "300"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  Run run{run_paraplan(args, dir.path()), nullptr};
+  if (!run.r.out.empty()) run.j = nlohmann::json::parse(run.r.out, nullptr, false);
+  return run;
+}
+
+// Per global tensor: (sum of squares, hash-weighted sum), summed over the
+// ranks that own its elements.
+std::map<std::string, std::pair<double, double>> grads_of(const nlohmann::json& j) {
+  std::map<std::string, std::pair<double, double>> g;
+  for (const auto& r : j.at("ranks"))
+    for (const auto& e : r.value("grads", nlohmann::json::array())) {
+      auto& x = g[e.at(0).get<std::string>()];
+      x.first += e.at(1).get<double>();
+      x.second += e.at(2).get<double>();
+    }
+  return g;
+}
+
+const Run& reference(const std::string& spec) {
+  static std::map<std::string, Run> cache;
+  auto it = cache.find(spec);
+  if (it == cache.end()) it = cache.emplace(spec, validate(spec, "dp=1,tp=1,pp=1")).first;
+  return it->second;
+}
+
+void check_against_reference(const std::string& spec, const std::string& layout, double tol) {
+  const Run& ref = reference(spec);
+  REQUIRE(ref.r.code == 0);
+  const Run run = validate(spec, layout);
+  INFO(spec << " " << layout << "\nstderr: " << run.r.err);
+  REQUIRE(run.r.code == 0);
+  REQUIRE(run.j.is_object());
+  // Memory: every rank, every category (the exit code covers the totals).
+  for (const auto& r : run.j.at("ranks")) {
+    INFO("rank " << r.at("rank") << " measured " << r.at("measured").dump() << " predicted " << r.at("predicted").dump());
+    CHECK(r.at("categories_within_tolerance").get<bool>());
+  }
+  // Losses over 10 steps.
+  const auto a = run.j.at("loss").get<std::vector<double>>(), b = ref.j.at("loss").get<std::vector<double>>();
+  REQUIRE(a.size() == 10);
+  REQUIRE(b.size() == 10);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    INFO("step " << i + 1 << ": " << a[i] << " vs single rank " << b[i]);
+    CHECK(std::abs(a[i] - b[i]) <= tol * std::abs(b[i]));
+  }
+  // Gradients at step 1, tensor by tensor: the norm, and a random projection
+  // (error relative to the tensor's gradient norm).
+  const auto ga = grads_of(run.j), gb = grads_of(ref.j);
+  REQUIRE(ga.size() == gb.size());
+  for (const auto& [name, ref_g] : gb) {
+    INFO(name);
+    REQUIRE(ga.count(name) == 1);
+    const auto& g = ga.at(name);
+    const double norm = std::sqrt(ref_g.first);
+    CHECK(std::abs(std::sqrt(g.first) - norm) <= tol * norm + 1e-30);
+    CHECK(std::abs(g.second - ref_g.second) <= tol * norm + 1e-30);
+  }
+}
+
+// Full precision: the limit must land on the intended byte.
+std::string gib_text(double g) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", g);
+  return buf;
+}
+
+}  // namespace
+
+// The matrix: every parallelism alone, all together, each ZeRO stage, each
+// recompute mode and each schedule, on a GPT-2-style model (LayerNorm, GeLU,
+// biases, learned positions, tied embeddings, dropout everywhere) and a
+// Llama-style one (RMSNorm, SwiGLU, RoPE, GQA, untied, flash attention, odd
+// vocabulary padded under tp).
+TEST_CASE("validate: dp2, tp2, pp2, tp2+sp reproduce the single rank (fp32, GPT)", "[validate][mpi]") {
+  for (const char* l : {"dp=2,tp=1,pp=1", "dp=1,tp=2,pp=1", "dp=1,tp=1,pp=2", "dp=1,tp=2,pp=1,sp=1"})
+    check_against_reference("gpt-fp32.yaml", l, 1e-5);
+}
+
+TEST_CASE("validate: ZeRO 1, 2, 3 reproduce the single rank (fp32, GPT)", "[validate][mpi]") {
+  for (const char* l : {"dp=2,tp=1,pp=1,zero=1", "dp=2,tp=1,pp=1,zero=2", "dp=2,tp=1,pp=1,zero=3"})
+    check_against_reference("gpt-fp32.yaml", l, 1e-5);
+}
+
+TEST_CASE("validate: recompute and schedules reproduce the single rank (fp32, GPT)", "[validate][mpi]") {
+  for (const char* l : {"dp=1,tp=2,pp=1,recompute=selective", "dp=1,tp=1,pp=2,recompute=full",
+                        "dp=1,tp=1,pp=2,vpp=2", "dp=1,tp=1,pp=2,schedule=gpipe"})
+    check_against_reference("gpt-fp32.yaml", l, 1e-5);
+}
+
+TEST_CASE("validate: dp2 x tp2 x pp2 with ZeRO-3 and SP (fp32, GPT, 8 ranks)", "[validate][mpi]") {
+  check_against_reference("gpt-fp32.yaml", "dp=2,tp=2,pp=2,zero=3,sp=1", 1e-5);
+  check_against_reference("gpt-fp32.yaml", "dp=2,tp=2,pp=2,zero=2,recompute=full", 1e-5);
+}
+
+TEST_CASE("validate: Llama-style model, flash attention, GQA (fp32)", "[validate][mpi]") {
+  for (const char* l : {"dp=2,tp=1,pp=1,zero=2", "dp=1,tp=2,pp=1,sp=1", "dp=1,tp=1,pp=2,vpp=2,recompute=full",
+                        "dp=2,tp=2,pp=2,zero=1,sp=1,recompute=selective"})
+    check_against_reference("llama-fp32.yaml", l, 1e-5);
+}
+
+TEST_CASE("validate: mixed precision (bf16 storage, fp32 master and Adam)", "[validate][mpi]") {
+  check_against_reference("gpt-bf16.yaml", "dp=2,tp=2,pp=2,zero=1", 1e-2);
+  check_against_reference("llama-bf16.yaml", "dp=2,tp=2,pp=1,zero=3,sp=1", 1e-2);
+}
+
+TEST_CASE("validate: the loss falls over 50 steps on the synthetic task", "[validate][mpi]") {
+  // Each sequence is an arithmetic progression mod V with its own start and
+  // stride (1-3): after a few tokens the next one is determined. ln(253) = 5.53.
+  const Run run = validate("llama-fp32.yaml", "dp=2,tp=1,pp=1", 50, {"--lr", "0.003"});
+  INFO(run.r.err);
+  REQUIRE(run.r.code == 0);
+  const auto loss = run.j.at("loss").get<std::vector<double>>();
+  REQUIRE(loss.size() == 50);
+  CHECK(loss.front() == Approx(std::log(253.0)).epsilon(0.02));
+  CHECK(loss.back() < 0.5 * loss.front());
+}
+
+TEST_CASE("validate: a memory limit just under the predicted peak fails cleanly, just over passes", "[validate][mpi]") {
+  // Stage 0 of dp2·tp2·pp2: all category peaks fall at one moment (the first
+  // backward), so the simultaneous peak equals the predicted total.
+  const Run base = validate("gpt-fp32.yaml", "dp=2,tp=2,pp=2", 2);
+  REQUIRE(base.r.code == 0);
+  const auto& r0 = base.j.at("ranks").at(0);
+  const std::int64_t predicted = r0.at("predicted").at("total");
+  REQUIRE(r0.at("measured_simultaneous_peak").get<std::int64_t>() == predicted);
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  const auto under = validate("gpt-fp32.yaml", "dp=2,tp=2,pp=2", 2,
+                              {"--memory-limit-gib", gib_text(double(predicted - 4096) / gib)});
+  CHECK(under.r.code == 1);
+  CHECK(under.r.out.empty());
+  CHECK(under.r.err.find("out of memory") != std::string::npos);
+  CHECK(under.r.err.find("rank ") != std::string::npos);
+  CHECK(under.r.err.find("category ") != std::string::npos);
+  CHECK(under.r.err.find("step 0") != std::string::npos);
+  const auto over = validate("gpt-fp32.yaml", "dp=2,tp=2,pp=2", 2,
+                             {"--memory-limit-gib", gib_text(double(predicted + 4096) / gib)});
+  INFO(over.r.err);
+  CHECK(over.r.code == 0);
+}
+
+TEST_CASE("validate: a stalled rank and a dead rank end the run, named", "[validate][mpi]") {
+  const auto t0 = std::chrono::steady_clock::now();
+  const Run stall = validate("gpt-fp32.yaml", "dp=2,tp=1,pp=1", 3, {"--debug-stall-rank", "1", "--stall-timeout", "3"});
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(stall.r.code == 3);
+  CHECK(stall.r.err.find("rank 1 stalled") != std::string::npos);
+  CHECK(waited < 30);
+  const Run dead = validate("gpt-fp32.yaml", "dp=2,tp=1,pp=1", 3, {"--debug-exit-rank", "1"});
+  CHECK(dead.r.code == 3);
+  CHECK(dead.r.err.find("rank 1 died") != std::string::npos);
+}
+
+TEST_CASE("validate: --emulate-rank runs rank 0 of a 64-rank GPT-2 plan at its real size", "[validate]") {
+  // dp 4 x tp 4 x pp 4 = 64 ranks; one process, collectives replaced by local stand-ins.
+  TempDir dir;
+  const Result r = run_paraplan({"validate", kData + "gpt2-64ranks.yaml", "--layout",
+                                 "dp=4,tp=4,pp=4,mbs=1,zero=1,sp=1", "--emulate-rank", "0", "--steps", "1",
+                                 "--format", "json"},
+                                dir.path());
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j.at("emulated").get<bool>());
+  const auto& rank = j.at("ranks").at(0);
+  for (const char* c : {"weights", "gradients", "optimizer", "activations", "transient", "comm"}) {
+    const double p = rank.at("predicted").at(c), m = rank.at("measured").at(c);
+    INFO(c << ": predicted " << p << ", measured " << m);
+    CHECK(std::abs(m - p) <= 0.01 * p);
+  }
+  // The activations of 4 in-flight micro-batches dominate: far above 6 MiB,
+  // so the 1% bound is the real test.
+  CHECK(rank.at("measured").at("activations").get<double>() > 50.0 * 1024 * 1024);
+}
+
+TEST_CASE("validate: bad input is one line and exit 2", "[validate]") {
+  TempDir dir;
+  const Result a = run_paraplan({"validate", kData + "gpt-fp32.yaml", "--layout", "dp=2", "--emulate-rank", "7"},
+                                dir.path());
+  CHECK(a.code == 2);
+  CHECK(a.err.find("--emulate-rank") != std::string::npos);
+  const Result b = run_paraplan({"validate", kData + "gpt-fp32.yaml", "--layout", "dp=1,tp=3"}, dir.path());
+  CHECK(b.code == 2);
+  CHECK(b.out.empty());
+  const Result c = run_paraplan({"validate", kData + "gpt-fp32.yaml"}, dir.path());
+  CHECK(c.code == 2);
+  CHECK(c.err.find("--layout") != std::string::npos);
+}

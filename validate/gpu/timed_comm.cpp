@@ -1,0 +1,69 @@
+#include "validate/gpu/timed_comm.hpp"
+
+namespace paraplan::validate {
+namespace {
+
+// "tp (emulated)" -> "tp": phases are named by the group, whatever the backend.
+std::string group_of(const std::string& name) { return name.substr(0, name.find(' ')); }
+
+class TimedComm final : public Communicator {
+ public:
+  TimedComm(std::unique_ptr<Communicator> inner, PhaseTimer* timer)
+      : inner_(std::move(inner)), timer_(timer), group_(group_of(inner_->name())) {}
+
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  std::string name() const override { return inner_->name(); }
+
+  void all_reduce(Ref buf, std::int64_t n, ReduceOp op) override {
+    ScopedPhase p(timer_, group_ + " all_reduce");
+    inner_->all_reduce(buf, n, op);
+  }
+  void all_gather(CRef in, Ref out, std::int64_t n) override {
+    ScopedPhase p(timer_, group_ + " all_gather");
+    inner_->all_gather(in, out, n);
+  }
+  void reduce_scatter(CRef in, Ref out, std::int64_t n) override {
+    ScopedPhase p(timer_, group_ + " reduce_scatter");
+    inner_->reduce_scatter(in, out, n);
+  }
+  void all_gather_v(Ref buf, const std::vector<std::int64_t>& counts,
+                    const std::vector<std::int64_t>& displs) override {
+    ScopedPhase p(timer_, group_ + " all_gather_v");
+    inner_->all_gather_v(buf, counts, displs);
+  }
+  void reduce_scatter_v(Ref buf, const std::vector<std::int64_t>& counts,
+                        const std::vector<std::int64_t>& displs) override {
+    ScopedPhase p(timer_, group_ + " reduce_scatter_v");
+    inner_->reduce_scatter_v(buf, counts, displs);
+  }
+  std::unique_ptr<Request> isend(CRef buf, std::int64_t n, int peer, int tag) override {
+    return inner_->isend(buf, n, peer, tag);
+  }
+  void recv(Ref buf, std::int64_t n, int peer, int tag) override {
+    ScopedPhase p(timer_, group_ + " recv");
+    inner_->recv(buf, n, peer, tag);
+  }
+  void barrier() override {
+    ScopedPhase p(timer_, group_ + " barrier");
+    inner_->barrier();
+  }
+
+ private:
+  std::unique_ptr<Communicator> inner_;
+  PhaseTimer* timer_;
+  std::string group_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> timed_comm(std::unique_ptr<Communicator> inner, PhaseTimer* timer) {
+  if (!inner) return inner;
+  return std::make_unique<TimedComm>(std::move(inner), timer);
+}
+
+void time_groups(Groups& g, PhaseTimer* timer) {
+  for (auto* c : {&g.world, &g.tp, &g.dp, &g.pp, &g.embedding}) *c = timed_comm(std::move(*c), timer);
+}
+
+}  // namespace paraplan::validate
