@@ -20,6 +20,7 @@
 #include <sstream>
 #include <thread>
 
+#include "planner/launch.hpp"
 #include "planner/spec_error.hpp"
 #include "validate/backend.hpp"
 
@@ -102,26 +103,6 @@ void check_writable(const std::string& path) {
   std::remove(probe.c_str());
 }
 
-// Through a temporary file and a rename: a failed run leaves no partial file.
-void write_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".paraplan-tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw SpecError(path, 0, "--output", "cannot write file");
-    f << text;
-    f.flush();
-    if (!f) {
-      std::remove(tmp.c_str());
-      throw SpecError(path, 0, "--output", "write failed");
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    throw SpecError(path, 0, "--output", "cannot write file: " + ec.message());
-  }
-}
 
 std::string read_file(const fs::path& p) {
   std::ifstream f(p);
@@ -234,7 +215,7 @@ int finish(CalibrateOptions& o, Calibration& c, std::ostream& out) {
   fit_calibration(&c);
   const std::string name = o.name.empty() ? "calibrated-" + c.host : o.name;
   out << render_calibration(c);
-  write_atomically(o.output, calibrated_cluster_yaml(c, name));
+  write_output(o.output, calibrated_cluster_yaml(c, name));
   out << "wrote " << o.output << "\n";
   return 0;
 }
@@ -268,7 +249,7 @@ int run_worker(CalibrateOptions& o, Backend b, std::ostream& out) {
     for (const std::string& s : all) ranks.push_back(samples_from_json(nlohmann::json::parse(s)));
     const RankSamples mean = mean_over_ranks(ranks);
     if (!o.result_dir.empty()) {
-      write_atomically(o.result_dir + "/samples.json", samples_json(mean).dump());
+      write_output(o.result_dir + "/samples.json", samples_json(mean).dump());
     } else {
       Calibration c = new_calibration(o, world, true);
       add_samples(&c, mean);
@@ -281,82 +262,29 @@ int run_worker(CalibrateOptions& o, Backend b, std::ostream& out) {
 
 // ---- the launching process ----
 
-std::string self_exe() {
-  std::error_code ec;
-  const fs::path p = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string("paraplan") : p.string();
-}
-
-std::vector<std::string> split_args(const std::string& s) {
-  std::istringstream in(s);
-  std::vector<std::string> v;
-  for (std::string w; in >> w;) v.push_back(w);
-  return v;
-}
-
-// The mpirun process group: stopped with us when we are interrupted or killed.
-volatile sig_atomic_t g_child_group = 0;
-void forward_signal(int sig) {
-  if (g_child_group > 0) {
-    kill(-g_child_group, SIGTERM);  // mpirun forwards it to the ranks
-    const timespec one_second{1, 0};
-    nanosleep(&one_second, nullptr);
-    kill(-g_child_group, SIGKILL);
-  }
-  signal(sig, SIG_DFL);
-  raise(sig);
-}
-
 // Runs `mpirun -np ranks paraplan calibrate --launcher none ...` and returns
 // rank 0's samples; throws with the last line of mpirun's output on failure.
 RankSamples launch(const CalibrateOptions& o) {
   char tmpl[] = "/tmp/paraplan-calibrate-XXXXXX";
   if (!mkdtemp(tmpl)) throw std::runtime_error("cannot create a temporary directory");
   const std::string dir = tmpl;
-  std::vector<std::string> args{PARAPLAN_MPIRUN, "-np", std::to_string(o.ranks), "--bind-to", "none"};
-  if (o.ranks > host_cores()) args.push_back("--oversubscribe");
-  for (const std::string& a : split_args(o.mpirun_args)) args.push_back(a);
-  args.insert(args.end(), {self_exe(), "calibrate", "--launcher", "none", "--result-dir", dir, "--output", o.output,
-                           "--backend", o.backend, "--precision", o.precision, "--ranks", std::to_string(o.ranks)});
+  std::vector<std::string> args{"calibrate", "--launcher", "none", "--result-dir", dir, "--output", o.output,
+                           "--backend", o.backend, "--precision", o.precision, "--ranks", std::to_string(o.ranks)};
   if (o.quick) args.push_back("--quick");
   const std::string log = dir + "/mpirun.log";
-  const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    setpgid(0, 0);
-    if (geteuid() == 0) setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1), setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-    // Containers often forbid cross-memory attach; shared memory still works.
-    setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
-    // Sends up to 64 KiB complete without the sender calling MPI again (no
-    // progress thread on the CPU backend); validate's launcher sets the same.
-    setenv("OMPI_MCA_btl_vader_eager_limit", "65536", 0);
-    if (FILE* f = std::freopen(log.c_str(), "w", stdout)) (void)f;
-    dup2(fileno(stdout), 2);
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execvp(argv[0], argv.data());
-    std::perror("paraplan: cannot start mpirun");
-    std::_Exit(127);
-  }
-  setpgid(pid, pid);
-  g_child_group = pid;
-  for (int sig : {SIGTERM, SIGINT, SIGHUP}) signal(sig, forward_signal);
+  const pid_t pid = start_mpirun(o.ranks, o.mpirun_args, std::move(args), log);
   const auto t0 = std::chrono::steady_clock::now();
   int status = 0;
   bool timed_out = false;
   while (waitpid(pid, &status, WNOHANG) != pid) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > o.timeout_s) {
-      kill(-pid, SIGTERM);
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));
-      kill(-pid, SIGKILL);
-      waitpid(pid, &status, 0);
+      stop_mpirun(pid, &status);
       timed_out = true;
       break;
     }
   }
-  g_child_group = 0;
+  mpirun_ended();
   const fs::path result = fs::path(dir) / "samples.json";
   RankSamples r;
   std::string failure;

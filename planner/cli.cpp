@@ -20,6 +20,7 @@
 #include "planner/spec_error.hpp"
 #include "planner/spec_loader.hpp"
 #include "planner/calibrate_cli.hpp"
+#include "planner/launch.hpp"
 #include "planner/validate_cli.hpp"
 
 namespace paraplan {
@@ -77,27 +78,6 @@ Loaded load(LayoutOptions& o) {
   return r;
 }
 
-// Writes the whole text to `path` through a temporary file and a rename, so a
-// failed run never leaves a partial file.
-void write_output(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".paraplan-tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw SpecError(path, 0, "--output", "cannot write file");
-    f << text;
-    f.flush();
-    if (!f) {
-      std::remove(tmp.c_str());
-      throw SpecError(path, 0, "--output", "write failed");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    throw SpecError(path, 0, "--output", "cannot write file: " + ec.message());
-  }
-}
 
 }  // namespace
 

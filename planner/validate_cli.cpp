@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "costmodel/memory.hpp"
+#include "planner/launch.hpp"
 #include "planner/layout_source.hpp"
 #include "planner/spec_error.hpp"
 #include "planner/spec_loader.hpp"
@@ -150,7 +151,7 @@ std::string oom_line(int rank, const OutOfMemory& e) {
 int emit(const ValidateOptions& o, const Comparison& c, std::ostream& out) {
   const std::string text = o.format == "json" ? comparison_json(c).dump(2) + "\n" : render_comparison(c);
   if (o.output.empty()) out << text;
-  else write_file(o.output, text);
+  else write_output(o.output, text);
   return c.pass() ? 0 : 1;
 }
 
@@ -241,19 +242,6 @@ int run_worker(const Resolved& r, const ValidateOptions& o, std::ostream& out) {
 }
 
 // ---- the launching process: mpirun, watched for death and stalls ----
-std::string self_exe() {
-  std::error_code ec;
-  const fs::path p = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string("paraplan") : p.string();
-}
-
-std::vector<std::string> split_args(const std::string& s) {
-  std::istringstream in(s);
-  std::vector<std::string> v;
-  for (std::string w; in >> w;) v.push_back(w);
-  return v;
-}
-
 struct RankStatus {
   int count = -1;    // schedule actions started
   std::string text;  // the last one, or "done"
@@ -272,19 +260,6 @@ RankStatus rank_status(const std::string& dir, int rank) {
   return s;
 }
 
-// The mpirun process group: stopped with us when we are interrupted or killed.
-volatile sig_atomic_t g_child_group = 0;
-void forward_signal(int sig) {
-  if (g_child_group > 0) {
-    kill(-g_child_group, SIGTERM);  // mpirun forwards it to the ranks
-    const timespec one_second{1, 0};
-    nanosleep(&one_second, nullptr);
-    kill(-g_child_group, SIGKILL);
-  }
-  signal(sig, SIG_DFL);
-  raise(sig);
-}
-
 int launch(const Resolved& r, ValidateOptions& o, std::ostream& out) {
   if (!have_mpi())
     throw SpecError("--launcher", 0, "", "this paraplan was built without MPI; use --emulate-rank, or rebuild with libopenmpi-dev");
@@ -292,42 +267,16 @@ int launch(const Resolved& r, ValidateOptions& o, std::ostream& out) {
   char tmpl[] = "/tmp/paraplan-validate-XXXXXX";
   if (!mkdtemp(tmpl)) throw std::runtime_error("cannot create a temporary directory");
   const std::string dir = tmpl;
-  std::vector<std::string> args{PARAPLAN_MPIRUN, "-np", std::to_string(n), "--bind-to", "none"};
-  if (n > int(std::thread::hardware_concurrency())) args.push_back("--oversubscribe");
-  for (const std::string& a : split_args(o.mpirun_args)) args.push_back(a);
-  args.insert(args.end(), {self_exe(), "validate", o.spec, "--launcher", "none", "--result-dir", dir,
+  std::vector<std::string> args{"validate", o.spec, "--launcher", "none", "--result-dir", dir,
                            "--layout", to_string(r.layout), "--steps", std::to_string(o.steps), "--backend", o.backend,
                            "--lr", fmt::format("{}", o.lr), "--seed", std::to_string(o.seed),
-                           "--tolerance", fmt::format("{:.17g}", o.tolerance)});
+                           "--tolerance", fmt::format("{:.17g}", o.tolerance)};
   if (o.memory_limit_gib) args.insert(args.end(), {"--memory-limit-gib", fmt::format("{:.17g}", *o.memory_limit_gib)});
   if (o.grad_check) args.push_back("--grad-check");
   if (o.debug_stall_rank) args.insert(args.end(), {"--debug-stall-rank", std::to_string(*o.debug_stall_rank)});
   if (o.debug_exit_rank) args.insert(args.end(), {"--debug-exit-rank", std::to_string(*o.debug_exit_rank)});
   const std::string log = dir + "/mpirun.log";
-  const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    setpgid(0, 0);
-    if (geteuid() == 0) setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1), setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-    // Containers often forbid cross-memory attach; shared memory still works.
-    setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
-    // Without a progress thread a rendezvous send waits for the sender's next
-    // MPI call; pipeline messages of up to 64 KiB go eagerly instead.
-    setenv("OMPI_MCA_btl_vader_eager_limit", "65536", 0);
-    if (FILE* f = std::freopen(log.c_str(), "w", stdout)) (void)f;
-    dup2(fileno(stdout), 2);
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execvp(argv[0], argv.data());
-    std::perror("paraplan: cannot start mpirun");
-    std::_Exit(127);
-  }
-  setpgid(pid, pid);
-  g_child_group = pid;
-  signal(SIGTERM, forward_signal);
-  signal(SIGINT, forward_signal);
-  signal(SIGHUP, forward_signal);
+  const pid_t pid = start_mpirun(n, o.mpirun_args, std::move(args), log);
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<int> last_count(std::size_t(n), -2);
   std::vector<std::chrono::steady_clock::time_point> last_change(std::size_t(n), t0);
@@ -360,14 +309,11 @@ int launch(const Resolved& r, ValidateOptions& o, std::ostream& out) {
                        : fmt::format("timed out after {:.0f} s before any rank started", elapsed);
     if (!why.empty()) {
       failure = why;
-      kill(-pid, SIGTERM);
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));
-      kill(-pid, SIGKILL);
-      waitpid(pid, &wstatus, 0);
+      stop_mpirun(pid, &wstatus);
       break;
     }
   }
-  g_child_group = 0;
+  mpirun_ended();
   auto cleanup = [&] { fs::remove_all(dir); };
   if (failure.empty() && fs::exists(dir + "/result.json")) {
     // Rank 0 wrote the comparison in both formats.
@@ -375,7 +321,7 @@ int launch(const Resolved& r, ValidateOptions& o, std::ostream& out) {
     const std::string text = o.format == "json" ? j.dump(2) + "\n" : read_file(dir + "/result.txt");
     cleanup();
     if (o.output.empty()) out << text;
-    else write_file(o.output, text);
+    else write_output(o.output, text);
     return j.at("pass").get<bool>() ? 0 : 1;
   }
   // Failure: an out-of-memory report, a dead rank, or a stall.
