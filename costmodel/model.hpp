@@ -94,6 +94,10 @@ struct Training {
   bool optimizer_state_bytes_given = false;
   bool flash_attention = false;
   std::int64_t grad_bucket_params = 40'000'000;  // ZeRO-2/3 reduce bucket (Megatron DDP default 40M)
+  // DP/ZeRO communication overlaps compute (Megatron --overlap-grad-reduce and
+  // --overlap-param-gather, DeepSpeed prefetch). false: it all adds to the step
+  // (plain PyTorch DDP without buckets, or paraplan's own executors).
+  bool overlap_dp_comm = true;
 };
 
 // Upper bounds on sizes paraplan models, so that byte counts stay exact in

@@ -242,6 +242,7 @@ double dp_exposed_tail_time(const Spec& s, const Layout& l, const GroupPlacement
                             const StageMicrobatch& mb) {
   const double reduce = reduces_every_microbatch(l) ? 0 : dp_grad_reduce_time(s, l, g, params);
   const double gather = (l.zero == 1 || l.zero == 2) ? dp_param_gather_time(s, l, g, params) : 0;
+  if (!s.training.overlap_dp_comm) return reduce + gather;
   return std::max(0.0, reduce - mb.backward_s) + std::max(0.0, gather - mb.forward_s);
 }
 
@@ -250,6 +251,7 @@ double dp_exposed_tail_time(const Spec& s, const Layout& l, const GroupPlacement
 double dp_exposed_per_microbatch_time(const Spec& s, const Layout& l, const GroupPlacement& g, double params,
                                       const StageMicrobatch& mb) {
   if (!reduces_every_microbatch(l)) return mb.zero3_s;
+  if (!s.training.overlap_dp_comm) return mb.zero3_s + dp_grad_reduce_time(s, l, g, params);
   const double hidden = std::max(0.0, mb.backward_s - (l.zero >= 3 ? dp_param_gather_time(s, l, g, params) : 0));
   return mb.zero3_s + std::max(0.0, dp_grad_reduce_time(s, l, g, params) - hidden);
 }
@@ -261,6 +263,7 @@ double zero3_exposed_gather_time(const Spec& s, const Layout& l, const GroupPlac
                                  double params, double forward_s, double backward_s) {
   if (l.zero < 3) return 0;
   const double gather = dp_param_gather_time(s, l, g, params);
+  if (!s.training.overlap_dp_comm) return 2 * gather;
   return std::max(0.0, gather - forward_s) + std::max(0.0, gather - backward_s);
 }
 
@@ -312,6 +315,22 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
 StageMicrobatch stage_microbatch_time(const Spec& s, const Layout& l, int stage) {
   const Groups g = place_groups(s.cluster, l);
   return stage_microbatch(s, l, stage, g, per_layer(s, l, g));
+}
+
+StageStepTerms stage_step_terms(const Spec& s, const Layout& l, int stage) {
+  const Groups g = place_groups(s.cluster, l);
+  const StageMicrobatch mb = stage_microbatch(s, l, stage, g, per_layer(s, l, g));
+  const double m = num_microbatches(s, l), params = stage_param_count(s, l, stage);
+  StageStepTerms r;
+  r.forward_s = m * mb.forward_s;
+  r.backward_s = m * mb.backward_s;
+  r.optimizer_s = optimizer_step_time(s, l, params);
+  r.tp_comm_s = m * mb.tp_comm_s;
+  r.pp_comm_s = m * mb.pp_comm_s;
+  r.bubble_s = estimate_time(s, l).bubble_s;
+  r.dp_comm_s = dp_grad_reduce_time(s, l, g.dp, params) * (reduces_every_microbatch(l) ? m : 1) +
+                dp_param_gather_time(s, l, g.dp, params) * (l.zero >= 3 ? 2 * m : 1);
+  return r;
 }
 
 StepTime estimate_time(const Spec& s, const Layout& l) {

@@ -66,4 +66,17 @@ StageMicrobatch stage_microbatch_time(const Spec& spec, const Layout& layout, in
 // Step time of a resolved layout (dp set: resolve_layout).
 StepTime estimate_time(const Spec& spec, const Layout& layout);
 
+// The time model's terms for the ranks of one pipeline stage over one step,
+// in seconds: what `validate` compares with the phases a rank measured.
+struct StageStepTerms {
+  double forward_s = 0;    // m × forward compute
+  double backward_s = 0;   // m × (backward + recomputation)
+  double optimizer_s = 0;  // this stage's optimizer step
+  double tp_comm_s = 0;    // m × TP/SP collectives
+  double pp_comm_s = 0;    // m × pipeline sends and receives
+  double bubble_s = 0;     // pipeline fill and drain (StepTime::bubble_s)
+  double dp_comm_s = 0;    // every DP/ZeRO collective of the stage, overlapped or not
+};
+StageStepTerms stage_step_terms(const Spec& spec, const Layout& layout, int stage);
+
 }  // namespace paraplan

@@ -131,7 +131,9 @@ int local_rank(int rank) {
 }
 
 // GEMMs (both dtypes), copies and the non-GEMM work (the precision's) on this rank.
-RankSamples measure_compute(Device& dev, MemoryResource& mem, DType precision, bool quick) {
+// `world`: all ranks (null for one), so that they start each step case together.
+RankSamples measure_compute(Device& dev, MemoryResource& mem, DType precision, bool quick,
+                            Communicator* world = nullptr) {
   RankSamples r;
   const std::vector<GemmCase> cases = gemm_cases(quick);
   for (DType t : {DType::kBf16, DType::kFp32}) {
@@ -140,6 +142,7 @@ RankSamples measure_compute(Device& dev, MemoryResource& mem, DType precision, b
   }
   r.copies = measure_copies(dev, mem, copy_sizes(quick), precision, timing(quick));
   r.work = measure_work(dev, mem, work_cases(quick), precision, timing(quick));
+  r.steps = measure_steps(dev, mem, step_cases(quick), precision, timing(quick), world);
   return r;
 }
 
@@ -157,10 +160,12 @@ std::vector<CollectiveSample> measure_comm(Backend b, Device& dev, MemoryResourc
   for (int g = 2; g <= std::min(world, 8); ++g) {
     if (world % g) continue;
     Groups groups = make_groups(b, rank, g, world / g, 1, false);
-    auto s = measure_collectives(*groups.tp, dev, mem,
-                                 {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter},
-                                 collective_sizes(quick), precision, timing(quick));
-    out.insert(out.end(), s.begin(), s.end());
+    for (bool in_step : {false, true}) {
+      auto s = measure_collectives(*groups.tp, dev, mem,
+                                   {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter},
+                                   collective_sizes(quick), precision, timing(quick), in_step);
+      out.insert(out.end(), s.begin(), s.end());
+    }
   }
   return out;
 }
@@ -186,6 +191,11 @@ RankSamples mean_over_ranks(const std::vector<RankSamples>& all) {
       r.work[i].parts[p].second = sum / double(all.size());
       r.work[i].seconds += r.work[i].parts[p].second;
     }
+  }
+  for (std::size_t i = 0; i < r.steps.size(); ++i) {
+    double sum = 0;
+    for (const RankSamples& x : all) sum += x.steps.at(i).seconds;
+    r.steps[i].seconds = sum / double(all.size());
   }
   return r;  // collectives: already averaged over each group's ranks
 }
@@ -235,7 +245,8 @@ int run_worker(CalibrateOptions& o, Backend b, std::ostream& out) {
   try {
     auto dev = make_device(b, local_rank(rank));
     auto mem = make_memory(b, local_rank(rank));
-    mine = measure_compute(*dev, *mem, precision, o.quick);
+    Groups all = make_groups(b, rank, 1, world, 1, false);
+    mine = measure_compute(*dev, *mem, precision, o.quick, all.world.get());
     mine.collectives = measure_comm(b, *dev, *mem, rank, world, precision, o.quick);
   } catch (const std::exception& e) {
     // The other ranks would wait forever in their next collective: stop them all.
@@ -346,10 +357,14 @@ nlohmann::json samples_json(const Samples& s) {
   for (const WorkSample& x : s.work)
     j["work"].push_back({{"kind", int(x.what.kind)}, {"model", x.what.model}, {"seq", x.what.seq},
                          {"dtype", dtype_name(x.dtype)}, {"seconds", x.seconds}, {"parts", x.parts}});
+  j["steps"] = nlohmann::json::array();
+  for (const StepSample& x : s.steps)
+    j["steps"].push_back({{"model", x.what.model}, {"seq", x.what.seq}, {"batch", x.what.batch},
+                          {"dtype", dtype_name(x.dtype)}, {"seconds", x.seconds}});
   j["collectives"] = nlohmann::json::array();
   for (const CollectiveSample& x : s.collectives)
     j["collectives"].push_back({{"kind", int(x.kind)}, {"n", x.group_size}, {"dtype", dtype_name(x.dtype)},
-                                {"bytes", x.bytes}, {"seconds", x.seconds}});
+                                {"bytes", x.bytes}, {"seconds", x.seconds}, {"in_step", x.in_step}});
   return j;
 }
 
@@ -371,6 +386,14 @@ Samples samples_from_json(const nlohmann::json& j) {
     w.parts = x.at("parts").get<std::vector<std::pair<std::string, double>>>();
     s.work.push_back(w);
   }
+  if (j.contains("steps"))
+    for (const auto& x : j.at("steps")) {
+      StepSample t;
+      t.what = StepCase{x.at("model"), x.at("seq"), x.at("batch")};
+      t.dtype = dtype_of(x.at("dtype"));
+      t.seconds = x.at("seconds");
+      s.steps.push_back(t);
+    }
   for (const auto& x : j.at("collectives")) {
     CollectiveSample c;
     c.kind = Collective(x.at("kind").get<int>());
@@ -378,6 +401,7 @@ Samples samples_from_json(const nlohmann::json& j) {
     c.dtype = dtype_of(x.at("dtype"));
     c.bytes = x.at("bytes");
     c.seconds = x.at("seconds");
+    c.in_step = x.value("in_step", false);
     s.collectives.push_back(c);
   }
   return s;
@@ -402,6 +426,13 @@ void fit_calibration(Calibration* c) {
     c->memory_fit = fit_memory(s.copies, s.work, base);
     membw = c->memory_fit.bandwidth * c->memory_fit.efficiency;
   }
+  // Last, the kernel fits' efficiencies refitted to whole training steps.
+  Cluster base;
+  base.gpu.peak_tflops_bf16 = c->gemm_fit.peak_flops / 1e12;
+  base.gpu.hbm_bandwidth_gbs = c->memory_fit.bandwidth / 1e9;
+  base.gemm_efficiency = c->gemm_fit.efficiency;
+  base.hbm_efficiency = c->memory_fit.efficiency;
+  c->step_fit = fit_steps(s.steps, base);
   if (!other.empty()) c->other_gemm_fit = fit_gemm(other, 0, membw);
   s.gemm = mine;
   s.gemm.insert(s.gemm.end(), other.begin(), other.end());
@@ -425,8 +456,8 @@ Cluster calibrated_cluster(const Calibration& c, const std::string& name) {
   k.intra_comm_efficiency = k.inter_comm_efficiency = 1.0;
   k.runtime_overhead_gib = 0;
   k.fragmentation = 0;
-  k.gemm_efficiency = c.gemm_fit.efficiency;
-  k.hbm_efficiency = c.memory_fit.efficiency;
+  k.gemm_efficiency = c.step_fit.samples >= 2 ? c.step_fit.gemm_efficiency : c.gemm_fit.efficiency;
+  k.hbm_efficiency = c.step_fit.samples >= 2 ? c.step_fit.hbm_efficiency : c.memory_fit.efficiency;
   return k;
 }
 
@@ -487,7 +518,9 @@ std::string calibrated_cluster_yaml(const Calibration& c, const std::string& nam
     for (const CollectiveSample& s : c.samples.collectives)
       lo = lo > 0 ? std::min(lo, double(s.bytes)) : double(s.bytes), hi = std::max(hi, double(s.bytes));
     y += fmt::format("  # α-β least-squares fit of the ring formulas (costmodel/comm.cpp) to MPI all-reduce,\n"
-                     "  # all-gather and reduce-scatter of {} .. {} {} ({} samples, {} group size(s)): β per rank\n",
+                     "  # all-gather and reduce-scatter of {} .. {} {} ({} samples, {} group size(s)), each\n"
+                     "  # timed as in a training step (right after compute, the wait for the slower rank\n"
+                     "  # included): β per rank\n",
                      size_text(lo), size_text(hi), prec, c.link_fit.samples, distinct_group_sizes(c.samples.collectives));
   } else {
     y += "  # NOT MEASURED (one rank, or no MPI in this build): the copy rate stands in\n";
@@ -503,12 +536,16 @@ std::string calibrated_cluster_yaml(const Calibration& c, const std::string& nam
   y += fmt::format("# {}\nruntime_overhead_gib: 0\n",
                    cpu ? "no CUDA context, cuBLAS workspace or NCCL buffers on the CPU" : "not measured by calibrate");
   y += fmt::format("# {}\nfragmentation: 0\n", cpu ? "host memory is tracked exactly" : "not measured by calibrate");
-  y += fmt::format("# least-squares fit of gemm_time (costmodel/time.cpp) to the {} GEMMs: RMS error {:.1f}%\n",
-                   c.gemm_fit.samples, 100 * c.gemm_fit.rms_rel_error);
-  y += fmt::format("gemm_efficiency: {}\n", num(k.gemm_efficiency));
+  y += fmt::format("# least-squares fit of gemm_time (costmodel/time.cpp) to the {} GEMMs: {} (RMS error {:.1f}%)\n",
+                   c.gemm_fit.samples, num(c.gemm_fit.efficiency), 100 * c.gemm_fit.rms_rel_error);
   y += fmt::format("# least-squares fit of the model's non-GEMM time (memory-bound terms, attention core) to\n"
-                   "# the executor's kernels of whole micro-batches (layers, embedding, output; {} of them): RMS error {:.1f}%\n",
-                   c.memory_fit.samples, 100 * c.memory_fit.rms_rel_error);
+                   "# the executor's kernels of whole micro-batches (layers, embedding, output; {} of them): {} (RMS error {:.1f}%)\n",
+                   c.memory_fit.samples, num(c.memory_fit.efficiency), 100 * c.memory_fit.rms_rel_error);
+  if (c.step_fit.samples >= 2)
+    y += fmt::format("# both refitted to the executor's whole training steps on one rank ({} of them, every rank at\n"
+                     "# once): RMS error of the step time {:.1f}% with the kernel fits, {:.1f}% with these\n",
+                     c.step_fit.samples, 100 * c.step_fit.rms_rel_error_before, 100 * c.step_fit.rms_rel_error);
+  y += fmt::format("gemm_efficiency: {}\n", num(k.gemm_efficiency));
   y += fmt::format("hbm_efficiency: {}\n", num(k.hbm_efficiency));
   return y;
 }
@@ -555,6 +592,28 @@ std::string render_calibration(const Calibration& c) {
                    c.memory_fit.bandwidth / 1e9, c.memory_fit.efficiency,
                    c.memory_fit.bandwidth * c.memory_fit.efficiency / 1e9, 100 * c.memory_fit.rms_rel_error,
                    c.memory_fit.samples);
+  o += fmt::format("\ntraining steps {} (the executor on one rank, every rank at once; the model's step time)\n",
+                   dtype_name(c.precision));
+  o += fmt::format("  {:<13}{:>5}{:>7}{:>12}{:>14}{:>9}{:>12}{:>9}\n", "model", "seq", "batch", "measured",
+                   "kernel fits", "error", "step fit", "error");
+  {
+    Cluster kernel;
+    kernel.gpu.peak_tflops_bf16 = c.gemm_fit.peak_flops / 1e12;
+    kernel.gpu.hbm_bandwidth_gbs = c.memory_fit.bandwidth / 1e9;
+    kernel.gemm_efficiency = c.gemm_fit.efficiency;
+    kernel.hbm_efficiency = c.memory_fit.efficiency;
+    for (const StepSample& s : c.samples.steps) {
+      const double before = model_step_time(s, kernel);
+      o += fmt::format("  {:<13}{:>5}{:>7}{:>9.2f} ms{:>11.2f} ms{:>9}{:>9.2f} ms{:>9}\n", s.what.model, s.what.seq,
+                       s.what.batch, 1e3 * s.seconds, 1e3 * before, err(before, s.seconds), 1e3 * s.fitted_s,
+                       err(s.fitted_s, s.seconds));
+    }
+  }
+  o += fmt::format("  fit: gemm_efficiency {:.4f} (kernels: {:.4f}), hbm_efficiency {:.4f} (kernels: {:.4f}); RMS error "
+                   "{:.1f}% (kernel fits: {:.1f}%) over {} steps; these are written\n",
+                   c.step_fit.gemm_efficiency, c.gemm_fit.efficiency, c.step_fit.hbm_efficiency,
+                   c.memory_fit.efficiency, 100 * c.step_fit.rms_rel_error, 100 * c.step_fit.rms_rel_error_before,
+                   c.step_fit.samples);
   if (!c.mpi) {
     o += "\ncollectives: not measured (one rank, or no MPI in this build)\n";
     return o;
@@ -564,11 +623,14 @@ std::string render_calibration(const Calibration& c) {
                    dtype_name(c.precision));
   if (c.oversubscribed())
     o += fmt::format("  OVERSUBSCRIBED: {} ranks on {} cores; these timings are not meaningful\n", c.ranks, c.cores);
-  o += fmt::format("  {:<15}{:>4}{:>10}{:>13}{:>12}{:>12}{:>13}{:>9}\n", "collective", "n", "size", "measured",
-                   "algBw GB/s", "busBw GB/s", "fitted", "error");
+  o += "  timed back to back (as nccl-tests), then in step: each right after a GEMM that writes its input,\n"
+       "  timed alone (the wait for the slower rank and cold caches included); the fit uses the in-step ones\n";
+  o += fmt::format("  {:<15}{:<9}{:>4}{:>10}{:>13}{:>12}{:>12}{:>13}{:>9}\n", "collective", "timing", "n", "size",
+                   "measured", "algBw GB/s", "busBw GB/s", "fitted", "error");
   for (const CollectiveSample& s : c.samples.collectives)
-    o += fmt::format("  {:<15}{:>4}{:>10}{:>10.1f} us{:>12.3f}{:>12.3f}{:>10.1f} us{:>9}\n", collective_label(s.kind),
-                     s.group_size, size_text(double(s.bytes)), 1e6 * s.seconds, s.alg_bw() / 1e9, s.bus_bw() / 1e9,
+    o += fmt::format("  {:<15}{:<9}{:>4}{:>10}{:>10.1f} us{:>12.3f}{:>12.3f}{:>10.1f} us{:>9}\n",
+                     collective_label(s.kind), s.in_step ? "in step" : "b2b", s.group_size,
+                     size_text(double(s.bytes)), 1e6 * s.seconds, s.alg_bw() / 1e9, s.bus_bw() / 1e9,
                      1e6 * s.fitted_s, err(s.fitted_s, s.seconds));
   o += fmt::format("  fit: latency {:.2f} us per step, bandwidth {:.3f} GB/s; RMS error {:.1f}% over {} samples\n",
                    c.link_fit.alpha_s * 1e6, c.link_fit.bytes_per_s / 1e9, 100 * c.link_fit.rms_rel_error,

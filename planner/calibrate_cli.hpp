@@ -49,6 +49,7 @@ struct Calibration {
   validate::Samples samples;  // GEMMs in both dtypes, the rest in the precision's
   validate::GemmFit gemm_fit, other_gemm_fit;  // the precision's, and the other dtype's
   validate::MemoryFit memory_fit;
+  validate::StepFit step_fit;  // what the cluster's gemm/hbm_efficiency come from
   validate::LinkFit link_fit;
   bool oversubscribed() const { return ranks > cores; }
 };

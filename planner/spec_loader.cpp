@@ -153,7 +153,8 @@ void load_training(const MapReader& top, const std::string& file, Training* t) {
   if (!top.has("training")) top.fail("training", "missing required key");
   const MapReader r(top.child("training"), file, "training.",
                     {"seq_length", "global_batch_size", "precision", "grad_dtype", "optimizer",
-                     "optimizer_state_bytes", "flash_attention", "grad_bucket_params"});
+                     "optimizer_state_bytes", "flash_attention", "grad_bucket_params",
+                     "overlap_dp_comm"});
   t->seq_length = capped(r, "seq_length", r.get_int("seq_length", 1), kMaxSeq);
   t->global_batch_size = capped(r, "global_batch_size", r.get_int("global_batch_size", 1), kMaxBatch);
   t->precision = DType(r.opt_choice("precision", 0, {"bf16", "fp16", "fp32"}));
@@ -169,6 +170,7 @@ void load_training(const MapReader& top, const std::string& file, Training* t) {
                    default_optimizer_state_bytes(t->optimizer, t->precision), 0, HUGE_VAL, true);
   t->flash_attention = r.opt_bool("flash_attention", true);
   t->grad_bucket_params = r.opt_int("grad_bucket_params", t->grad_bucket_params, 1);
+  t->overlap_dp_comm = r.opt_bool("overlap_dp_comm", true);
 }
 
 void load_search(const MapReader& top, const std::string& file, SearchSpace* s) {

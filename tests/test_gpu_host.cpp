@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "validate/cpu/cpu_device.hpp"
-#include "validate/gpu/phase_timer.hpp"
+#include "validate/phase_timer.hpp"
 #include "validate/gpu/pool_core.hpp"
 #include "validate/gpu/split_plan.hpp"
-#include "validate/gpu/timed_comm.hpp"
+#include "validate/timed_comm.hpp"
 
 using namespace paraplan;
 using namespace paraplan::validate;
@@ -349,6 +349,11 @@ TEST_CASE("phase timer: nested and overlapping phases, totals per name, collect 
   CHECK(t.total("tp all_reduce").ms == Approx(3.5));
   CHECK(t.total("tp all_reduce").count == 2);
   CHECK(t.total("optimizer").count == 0);
+  // Self time: less the intervals nested directly inside (forward 0..5 held a
+  // 2..3 all-reduce, backward 5..15 a 6..8.5 one).
+  CHECK(t.total("forward").self_ms == Approx(4));
+  CHECK(t.total("backward").self_ms == Approx(7.5));
+  CHECK(t.total("tp all_reduce").self_ms == Approx(3.5));
 
   // A second step adds to the totals.
   t.begin("forward");
@@ -375,6 +380,7 @@ TEST_CASE("phase timer: same-name nesting closes the innermost; misuse throws", 
   t.collect();
   CHECK(t.total("layer").ms == Approx(13));
   CHECK(t.total("layer").count == 2);
+  CHECK(t.total("layer").self_ms == Approx(10));  // outer 10 - inner 3, + inner 3
   CHECK_THROWS_AS(t.end("layer"), std::logic_error);
   {
     ScopedPhase p(&t, "optimizer");
@@ -405,6 +411,54 @@ TEST_CASE("phase timer: timed communicators name each collective by group and op
   CHECK(t.total("dp barrier").count == 1);
   CHECK(g.tp->size() == 2);
   CHECK(out[8] == 1.0f);  // the local stand-in still did its work through the wrapper
+}
+
+TEST_CASE("phase timer: only direct children count against self time; overlapping phases", "[gpu-host]") {
+  ScriptedClock clock;
+  PhaseTimer t(&clock);
+  t.begin("step");  // 0..20
+  clock.now = 1;
+  t.begin("backward");  // 1..11
+  clock.now = 2;
+  t.begin("dp reduce_scatter_v");  // 2..4: a child of backward, a grandchild of step
+  clock.now = 4;
+  t.end("dp reduce_scatter_v");
+  clock.now = 11;
+  t.end("backward");
+  t.begin("a");  // 11..16, overlapping b (13..18): b began while a was open, so b is a's child
+  clock.now = 13;
+  t.begin("b");
+  clock.now = 16;
+  t.end("a");
+  clock.now = 18;
+  t.end("b");
+  clock.now = 20;
+  t.end("step");
+  t.collect();
+  CHECK(t.total("backward").ms == Approx(10));
+  CHECK(t.total("backward").self_ms == Approx(8));
+  CHECK(t.total("step").self_ms == Approx(20 - 10 - 5));  // backward and a are its children
+  CHECK(t.total("a").self_ms == Approx(5 - 5));
+  CHECK(t.total("b").self_ms == Approx(5));
+}
+
+TEST_CASE("phase timer: timed views time the groups without owning them", "[gpu-host]") {
+  ScriptedClock clock;
+  PhaseTimer t(&clock);
+  const auto cpu = make_cpu_device();
+  const Groups g = make_local_groups(cpu.get(), 0, 2, 1, 2, true);
+  {
+    const Groups v = timed_views(g, &t);
+    Vec buf(4, 2.0f);
+    clock.now = 1;
+    v.pp->recv(Ref(buf.data()), 4, 1, 0);
+    v.embedding->all_reduce(Ref(buf.data()), 4, ReduceOp::kSum);
+    CHECK(v.dp->size() == 1);
+  }
+  t.collect();
+  CHECK(t.total("pp recv").count == 1);
+  CHECK(t.total("embedding all_reduce").count == 1);
+  CHECK(g.pp->size() == 2);  // still usable after the views are gone
 }
 
 TEST_CASE("phase timer: the steady clock measures host time", "[gpu-host]") {

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "costmodel/schedule.hpp"
 #include "costmodel/time.hpp"
 
@@ -191,4 +193,54 @@ TEST_CASE("Time responds to recompute, micro-batch size and ZeRO as expected", "
   const StepTime nodp = estimate_time(single, resolved(single, "tp=8,pp=1,zero=1,mbs=1"));
   CHECK(nodp.dp_comm_total_s == 0);
   CHECK(nodp.dp_comm_s == 0);
+}
+
+TEST_CASE("Without DP overlap every DP collective is on the step's path", "[time]") {
+  // 16 GPUs, tp=8: dp=2. The llama-7b stage's gradients (≈ 6.74e9 / 8 params in
+  // bf16) are all-reduced once a step: with overlap most of it hides behind the
+  // last micro-batch's backward; without, all of it adds to the step.
+  Spec s = spec(2, 64);
+  const Layout l = resolved(s, "tp=8,pp=1,zero=1,mbs=1");
+  const StepTime with = estimate_time(s, l);
+  s.training.overlap_dp_comm = false;
+  const StepTime without = estimate_time(s, l);
+  CHECK(without.dp_comm_total_s == Approx(with.dp_comm_total_s).epsilon(1e-12));
+  CHECK(without.dp_comm_s == Approx(without.dp_comm_total_s).epsilon(1e-12));
+  CHECK(with.dp_comm_s < without.dp_comm_s);
+  CHECK(without.compute_s == Approx(with.compute_s).epsilon(1e-12));
+  CHECK(without.step_s - with.step_s == Approx(without.dp_comm_s - with.dp_comm_s).epsilon(1e-9));
+
+  // ZeRO-3 with 4 micro-batches: two gathers and one reduce-scatter per
+  // micro-batch, nothing hidden.
+  const Layout z3 = resolved(s, "tp=8,pp=1,zero=3,mbs=8");
+  const StepTime t3 = estimate_time(s, z3);
+  REQUIRE(t3.microbatches == 4);
+  CHECK(t3.dp_comm_s == Approx(t3.dp_comm_total_s).epsilon(1e-9));
+}
+
+TEST_CASE("Per-stage terms add up to the step of a one-stage layout", "[time]") {
+  // pp = 1: the stage's terms are the step's, except that the step counts only
+  // the exposed DP time (here, without overlap, all of it).
+  Spec s = spec(2, 64);
+  s.training.overlap_dp_comm = false;
+  const Layout l = resolved(s, "tp=4,pp=1,zero=2,mbs=2");
+  const StepTime t = estimate_time(s, l);
+  const StageStepTerms st = stage_step_terms(s, l, 0);
+  CHECK(st.forward_s + st.backward_s == Approx(t.compute_s).epsilon(1e-12));
+  // Backward = 2 × forward without recomputation (layer_backward_time), plus
+  // the embedding's scatter-add and the output layer's backward.
+  CHECK(st.backward_s > 1.9 * st.forward_s);
+  CHECK(st.tp_comm_s == Approx(t.tp_comm_s).epsilon(1e-12));
+  CHECK(st.optimizer_s == Approx(t.optimizer_s).epsilon(1e-12));
+  CHECK(st.dp_comm_s == Approx(t.dp_comm_total_s).epsilon(1e-12));
+  CHECK(st.pp_comm_s == 0);
+  CHECK(st.bubble_s == 0);
+  // Two stages: each stage's forward holds its own layers (16 of 32) and ends.
+  const Layout p2 = resolved(s, "tp=4,pp=2,mbs=1");
+  const StageStepTerms s0 = stage_step_terms(s, p2, 0), s1 = stage_step_terms(s, p2, 1);
+  const StepTime t2 = estimate_time(s, p2);
+  CHECK(s0.pp_comm_s == Approx(t2.pp_comm_s).epsilon(1e-12));
+  CHECK(s1.bubble_s == Approx(t2.bubble_s).epsilon(1e-12));
+  CHECK(std::max(s0.forward_s + s0.backward_s, s1.forward_s + s1.backward_s) ==
+        Approx(t2.compute_s).epsilon(1e-12));
 }

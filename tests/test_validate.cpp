@@ -70,6 +70,22 @@ void check_against_reference(const std::string& spec, const std::string& layout,
   for (const auto& r : run.j.at("ranks")) {
     INFO("rank " << r.at("rank") << " measured " << r.at("measured").dump() << " predicted " << r.at("predicted").dump());
     CHECK(r.at("categories_within_tolerance").get<bool>());
+    // Time, term by term: every term the model predicts was measured (a group
+    // the layout uses spent time in its collectives), and the named terms never
+    // exceed the step they are part of ("other" is the step's remainder).
+    const auto& terms = r.at("time_terms_s");
+    double named = 0;
+    for (const char* k : {"forward", "backward", "optimizer", "tp_comm", "pp_comm+bubble", "dp_comm"}) {
+      INFO(k << ": " << terms.at(k).dump());
+      const double pred = terms.at(k).at("predicted"), meas = terms.at(k).at("measured");
+      CHECK(meas >= 0);
+      if (pred > 0) CHECK(meas > 0);
+      named += meas;
+    }
+    const double steps = double(r.at("step_seconds").size() - 1);
+    const double step_mean = r.at("phase_totals_s").at("step").get<double>() / steps;
+    CHECK(named <= step_mean * (1 + 1e-9));
+    CHECK(named + terms.at("other").at("measured").get<double>() == Approx(step_mean).epsilon(1e-9));
   }
   // Losses over 10 steps.
   const auto a = run.j.at("loss").get<std::vector<double>>(), b = ref.j.at("loss").get<std::vector<double>>();

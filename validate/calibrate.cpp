@@ -15,6 +15,7 @@
 #include "costmodel/flops.hpp"
 #include "costmodel/spec.hpp"
 #include "costmodel/time.hpp"
+#include "validate/executor.hpp"
 
 namespace paraplan::validate {
 
@@ -482,6 +483,40 @@ std::vector<WorkSample> measure_work(Device& dev, MemoryResource& mem, const std
   return out;
 }
 
+std::vector<StepCase> step_cases(bool quick) {
+  if (quick) return {{"gpt-small", 32, 2}, {"llama-small", 32, 2}};
+  return {{"gpt-small", 32, 8},   {"gpt-small", 128, 4}, {"llama-small", 32, 8},
+          {"llama-small", 128, 4}, {"gpt-h256", 128, 2},  {"llama-h256", 128, 2}};
+}
+
+std::vector<StepSample> measure_steps(Device& dev, MemoryResource& mem, const std::vector<StepCase>& cases,
+                                      DType dtype, const TimingOptions& opt, Communicator* world) {
+  std::vector<StepSample> out;
+  for (const StepCase& c : cases) {
+    if (world) world->barrier();
+    RunConfig cfg;
+    cfg.spec = work_spec(find_model(c.model), c.seq, dtype, Cluster{});
+    cfg.spec.training.global_batch_size = c.batch;
+    cfg.layout = one_rank();
+    cfg.steps = std::max(1, opt.warmup) + std::max(1, opt.repetitions);
+    TrackingAllocator alloc(&mem, -1);
+    Groups groups = make_local_groups(&dev, 0, 1, 1, 1, false);
+    const RankResult r = run_rank(cfg, dev, alloc, groups);
+    StepSample s;
+    s.what = c;
+    s.dtype = dtype;
+    s.seconds = median(std::vector<double>(r.step_seconds.begin() + std::max(1, opt.warmup), r.step_seconds.end()));
+    out.push_back(s);
+  }
+  return out;
+}
+
+double model_step_time(const StepSample& s, const Cluster& c) {
+  Spec spec = work_spec(find_model(s.what.model), s.what.seq, s.dtype, c);
+  spec.training.global_batch_size = s.what.batch;
+  return estimate_time(spec, one_rank()).step_s;
+}
+
 double model_work_time(const WorkSample& s, const Cluster& c) {
   const WorkModel& w = find_model(s.what.model);
   const Layout l = one_rank();
@@ -541,10 +576,27 @@ double group_reduce(Communicator& comm, Device& dev, MemoryResource& mem, double
 std::vector<CollectiveSample> measure_collectives(Communicator& comm, Device& dev, MemoryResource& mem,
                                                   const std::vector<Collective>& kinds,
                                                   const std::vector<std::int64_t>& sizes, DType dtype,
-                                                  const TimingOptions& opt) {
+                                                  const TimingOptions& opt, bool in_step) {
   std::vector<CollectiveSample> out;
   const int n = comm.size();
   const std::int64_t e = storage_bytes(dtype);
+  // The compute before each in-step operation: the MLP's first GEMM of the
+  // validator's test models at 64 tokens (64 x 256 x 64), about what runs
+  // between two collectives of a tensor-parallel layer of the timing specs.
+  const std::int64_t gm = 64, gn = 256, gk = 64;
+  Scratch ga(mem, gm * gk * e), gb(mem, gn * gk * e), gc(mem, gm * gn * e);
+  fill_values(dev, ga.ref(dtype), gm * gk, 1);
+  fill_values(dev, gb.ref(dtype), gn * gk, 2);
+  auto compute = [&] { dev.gemm(false, true, gm, gn, gk, 1.0f, ga.ref(dtype), gk, gb.ref(dtype), gk, 0.0f, gc.ref(dtype), gn); };
+  double compute_s = 0;
+  if (in_step) {
+    for (int i = 0; i < 2; ++i) compute();
+    dev.synchronize();
+    const auto t = Clock::now();
+    for (int i = 0; i < 5; ++i) compute();
+    dev.synchronize();
+    compute_s = since(t) / 5;
+  }
   for (Collective kind : kinds) {
     for (std::int64_t size : sizes) {
       // S rounded down to whole elements divisible by the group size.
@@ -567,15 +619,30 @@ std::vector<CollectiveSample> measure_collectives(Communicator& comm, Device& de
       auto t0 = Clock::now();
       op();
       dev.synchronize();
-      const double estimate = group_reduce(comm, dev, mem, since(t0), ReduceOp::kMax);
+      const double estimate = group_reduce(comm, dev, mem, since(t0) + compute_s, ReduceOp::kMax);
       const int iters = int(std::clamp(std::ceil(opt.min_seconds / std::max(estimate, 1e-7)), 1.0, 10000.0));
       std::vector<double> runs;
       for (int r = 0; r < std::max(1, opt.repetitions); ++r) {
         comm.barrier();
-        t0 = Clock::now();
-        for (int i = 0; i < iters; ++i) op();
-        dev.synchronize();
-        const double mine = since(t0) / iters;
+        double mine = 0;
+        if (in_step) {
+          for (int i = 0; i < iters; ++i) {
+            compute();
+            dev.scale(in.ref(dtype), count, 1.0f);  // the step's kernel writes what is sent
+            if (kind == Collective::kAllReduce) dev.scale(res.ref(dtype), count, 1.0f);
+            dev.synchronize();
+            t0 = Clock::now();
+            op();
+            dev.synchronize();
+            mine += since(t0);
+          }
+          mine /= iters;
+        } else {
+          t0 = Clock::now();
+          for (int i = 0; i < iters; ++i) op();
+          dev.synchronize();
+          mine = since(t0) / iters;
+        }
         runs.push_back(group_reduce(comm, dev, mem, mine, ReduceOp::kSum) / n);  // mean over ranks (nccl-tests)
       }
       CollectiveSample s;
@@ -584,6 +651,7 @@ std::vector<CollectiveSample> measure_collectives(Communicator& comm, Device& de
       s.dtype = dtype;
       s.bytes = count * e;
       s.seconds = median(runs);
+      s.in_step = in_step;
       out.push_back(s);
     }
   }
@@ -733,6 +801,57 @@ MemoryFit fit_memory(const std::vector<CopySample>& copies, std::vector<WorkSamp
   return f;
 }
 
+StepFit fit_steps(std::vector<StepSample>& samples, const Cluster& base) {
+  StepFit f;
+  f.gemm_efficiency = base.gemm_efficiency;
+  f.hbm_efficiency = base.hbm_efficiency;
+  std::vector<std::size_t> rows;
+  for (std::size_t i = 0; i < samples.size(); ++i)
+    if (samples[i].seconds > 0) rows.push_back(i);
+  f.samples = int(rows.size());
+  // y = (1/gemm_efficiency, 1/hbm_efficiency): the model is (piecewise) linear in y.
+  auto cluster = [&](const Eigen::Vector2d& y) {
+    Cluster c = base;
+    c.gemm_efficiency = 1 / y(0);
+    c.hbm_efficiency = 1 / y(1);
+    return c;
+  };
+  auto residuals = [&](const Eigen::Vector2d& y) {
+    const Cluster c = cluster(y);
+    Eigen::VectorXd r(Eigen::Index(rows.size()));
+    for (std::size_t k = 0; k < rows.size(); ++k) {
+      const StepSample& s = samples[rows[k]];
+      r(Eigen::Index(k)) = (model_step_time(s, c) - s.seconds) / s.seconds;
+    }
+    return r;
+  };
+  auto rms = [&](const Eigen::VectorXd& r) { return r.size() ? std::sqrt(r.squaredNorm() / double(r.size())) : 0.0; };
+  Eigen::Vector2d y(1 / base.gemm_efficiency, 1 / base.hbm_efficiency);
+  f.rms_rel_error_before = f.rms_rel_error = rms(residuals(y));
+  if (rows.size() >= 2) {
+    for (int iter = 0; iter < 50; ++iter) {
+      const Eigen::VectorXd r = residuals(y);
+      Eigen::MatrixXd J(r.size(), 2);
+      for (int p = 0; p < 2; ++p) {
+        Eigen::Vector2d yp = y;
+        yp(p) *= 1.01;
+        J.col(p) = (residuals(yp) - r) / (0.01 * y(p));
+      }
+      const Eigen::VectorXd step = solve_ls(J, -r);
+      const Eigen::Vector2d next = (y + Eigen::Vector2d(step(0), step(1))).cwiseMax(1.0);  // efficiencies ≤ 1
+      const bool done = (next - y).cwiseAbs().maxCoeff() <= 1e-9 * y.cwiseAbs().maxCoeff();
+      y = next;
+      if (done) break;
+    }
+    f.gemm_efficiency = 1 / y(0);
+    f.hbm_efficiency = 1 / y(1);
+    f.rms_rel_error = rms(residuals(y));
+  }
+  const Cluster c = cluster(y);
+  for (StepSample& s : samples) s.fitted_s = model_step_time(s, c);
+  return f;
+}
+
 double model_collective_time(Collective kind, int n, double bytes, const LinkCost& link) {
   switch (kind) {
     case Collective::kAllReduce: return ring_allreduce_time(n, bytes, link);
@@ -747,8 +866,10 @@ double model_collective_time(Collective kind, int n, double bytes, const LinkCos
 LinkFit fit_link(std::vector<CollectiveSample>& samples) {
   std::vector<int> rows;
   std::set<std::int64_t> sizes;
+  const bool in_step = std::any_of(samples.begin(), samples.end(), [](const CollectiveSample& s) { return s.in_step; });
   for (std::size_t i = 0; i < samples.size(); ++i)
-    if (samples[i].seconds > 0 && samples[i].group_size > 1) rows.push_back(int(i)), sizes.insert(samples[i].bytes);
+    if (samples[i].seconds > 0 && samples[i].group_size > 1 && samples[i].in_step == in_step)
+      rows.push_back(int(i)), sizes.insert(samples[i].bytes);
   if (sizes.size() < 2) throw std::invalid_argument("fit_link: need samples of at least two sizes");
   // The model is linear in α and 1/β: its columns are the model evaluated with
   // (α = 1, 1/β = 0) and (α = 0, β = 1) (costmodel/comm.cpp's own formulas).
@@ -773,7 +894,9 @@ LinkFit fit_link(std::vector<CollectiveSample>& samples) {
   const LinkCost link{f.alpha_s, f.bytes_per_s};
   for (CollectiveSample& s : samples)
     s.fitted_s = s.group_size > 1 ? model_collective_time(s.kind, s.group_size, double(s.bytes), link) : 0;
-  f.rms_rel_error = rms_rel(samples);
+  double sum = 0;
+  for (int i : rows) sum += std::pow((samples[std::size_t(i)].fitted_s - samples[std::size_t(i)].seconds) / samples[std::size_t(i)].seconds, 2);
+  f.rms_rel_error = std::sqrt(sum / double(rows.size()));
   f.samples = int(rows.size());
   return f;
 }

@@ -6,6 +6,8 @@
 //   copies          Device::copy of large buffers        -> hbm_bandwidth
 //   non-GEMM work   the executor's kernels of a layer,   -> hbm_efficiency
 //                   of the embedding/output and of Adam
+//   training steps  the executor's whole steps on one    -> gemm_efficiency and
+//                   rank (every rank at once)               hbm_efficiency, refitted
 //   collectives     all-reduce, all-gather, reduce-      -> α (latency per step) and β
 //                   scatter by size and group size          (bandwidth) of the link
 //
@@ -126,6 +128,37 @@ std::vector<WorkSample> measure_work(Device& dev, MemoryResource& mem, const std
 // optimizer_s of a one-GPU layout.
 double model_work_time(const WorkSample& s, const Cluster& c);
 
+// ---- whole training steps ----
+
+// Kernels timed one by one run on warm caches and skip what a step also does
+// (allocating and zeroing activations, copies between kernels, the next
+// kernel finding its inputs evicted). So the last measurement is the real
+// thing: the executor's training steps of a work model on one rank (tp = dp =
+// pp = 1, micro-batch 1), every rank at once as in a data-parallel step.
+struct StepCase {
+  std::string model;  // a name from work_models()
+  int seq = 0;        // sequence length
+  int batch = 0;      // sequences per step (= micro-batches)
+};
+struct StepSample {
+  StepCase what;
+  DType dtype = DType::kBf16;
+  double seconds = 0;   // median step after the warm-up steps
+  double fitted_s = 0;  // estimate_time(...).step_s with the fitted cluster
+};
+// The work models at sequence lengths 32 and 128 (gpt-h256, llama-h256: 128).
+// Length 64, which the time check (bench/calibration_check.py) validates, is
+// left out of the fit on purpose. quick: gpt-small and llama-small at 32.
+std::vector<StepCase> step_cases(bool quick);
+// `world` (may be null): every rank's communicator; the ranks start each case
+// together after a barrier, so that they run their steps at the same time as
+// the ranks of a training step do (run alone, a rank gets the machine's caches
+// and memory bandwidth to itself and measures steps up to 30% faster here).
+std::vector<StepSample> measure_steps(Device& dev, MemoryResource& mem, const std::vector<StepCase>& cases,
+                                      DType dtype, const TimingOptions& opt, Communicator* world = nullptr);
+// The time model's step for a step sample on cluster `c` (one rank: compute + optimizer).
+double model_step_time(const StepSample& s, const Cluster& c);
+
 // ---- collectives ----
 
 struct CollectiveSample {
@@ -135,6 +168,10 @@ struct CollectiveSample {
   std::int64_t bytes = 0;  // S, the whole array (nccl-tests convention)
   double seconds = 0;      // one operation, mean over the group's ranks
   double fitted_s = 0;
+  // Timed as in a training step: each operation right after a GEMM (64 x 256 x 64)
+  // and a kernel that writes its input, timed alone, so it includes the wait for the slower
+  // rank and the cold caches. Otherwise back to back (nccl-tests).
+  bool in_step = false;
   // algBw = S / t; busBw = algBw × bus_bandwidth_factor (costmodel/comm.hpp).
   double alg_bw() const { return seconds > 0 ? double(bytes) / seconds : 0; }
   double bus_bw() const { return bus_bandwidth(kind, group_size, double(bytes), seconds); }
@@ -149,11 +186,13 @@ std::vector<std::int64_t> message_sizes(std::int64_t min_bytes, std::int64_t max
 // arguments): per size, the iteration count is agreed over the group, then
 // `repetitions` timed runs; the time per operation is averaged over the group's
 // ranks and the median run kept. Buffers from `mem`, touched by `dev`.
+// in_step: as CollectiveSample::in_step says.
 std::vector<CollectiveSample> measure_collectives(Communicator& comm, Device& dev,
                                                   MemoryResource& mem,
                                                   const std::vector<Collective>& kinds,
                                                   const std::vector<std::int64_t>& sizes,
-                                                  DType dtype, const TimingOptions& opt);
+                                                  DType dtype, const TimingOptions& opt,
+                                                  bool in_step = false);
 
 // ---- fits ----
 
@@ -187,13 +226,27 @@ struct MemoryFit {
 MemoryFit fit_memory(const std::vector<CopySample>& copies, std::vector<WorkSample>& work, const Cluster& base,
                      double bandwidth = 0);
 
+struct StepFit {
+  double gemm_efficiency = 0, hbm_efficiency = 0;
+  double rms_rel_error_before = 0;  // of the model with `base`'s efficiencies (the kernel fits)
+  double rms_rel_error = 0;         // after the fit
+  int samples = 0;
+};
+// Both efficiencies by Gauss-Newton on the relative error of model_step_time
+// against the measured steps (an Eigen least-squares solve per iteration, the
+// Jacobian by finite differences in 1/efficiency), starting from `base`'s
+// (the kernel-level fits); each stays ≤ 1. Fills every sample's fitted_s.
+// Fewer than two samples: `base`'s efficiencies, unchanged.
+StepFit fit_steps(std::vector<StepSample>& samples, const Cluster& base);
+
 struct LinkFit {
   double alpha_s = 0;        // latency per algorithm step: latency_us
   double bytes_per_s = 0;    // bandwidth per rank per direction: bandwidth_gbs
   double rms_rel_error = 0;
   int samples = 0;
 };
-// Joint fit over every sample of the ring formulas of costmodel/comm.cpp:
+// Joint fit over the samples (the in-step ones when there are any: they are
+// what a training step sees) of the ring formulas of costmodel/comm.cpp:
 // t = steps(kind, n)·α + bytes_moved(kind, n, S)/β (all-reduce 2(n−1) steps and
 // 2(n−1)/n·S, all-gather and reduce-scatter n−1 steps and (n−1)/n·S). α < 0 is
 // refitted as 0. Throws std::invalid_argument on fewer than two distinct sizes.
@@ -207,6 +260,7 @@ struct Samples {
   std::vector<GemmSample> gemm;
   std::vector<CopySample> copies;
   std::vector<WorkSample> work;
+  std::vector<StepSample> steps;
   std::vector<CollectiveSample> collectives;
 };
 

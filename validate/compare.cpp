@@ -20,7 +20,28 @@ Spec prediction_spec(const Spec& spec, bool cpu_backend) {
     s.cluster.runtime_overhead_gib = 0;
     s.cluster.fragmentation = 0;
   }
+  s.training.overlap_dp_comm = false;
   return s;
+}
+
+std::vector<TimeTerm> time_terms(const Spec& ps, const Layout& layout, const RankResult& r) {
+  const StageStepTerms p = stage_step_terms(ps, layout, r.stage);
+  // Phases are summed over the steps after the first (all of them with one step).
+  const double n = double(r.step_seconds.size() > 1 ? r.step_seconds.size() - 1 : 1);
+  const PhaseSeconds& m = r.phases;
+  std::vector<TimeTerm> v{{"forward", p.forward_s, m.forward / n},
+                          {"backward", p.backward_s, m.backward / n},
+                          {"optimizer", p.optimizer_s, m.optimizer / n},
+                          {"tp_comm", p.tp_comm_s, m.tp_comm / n},
+                          {"pp_comm+bubble", p.pp_comm_s + p.bubble_s, m.pp_comm / n},
+                          {"dp_comm", p.dp_comm_s, m.dp_comm / n}};
+  auto it = r.phase_totals_s.find("step");
+  if (it != r.phase_totals_s.end()) {
+    double named = 0;
+    for (const TimeTerm& t : v) named += t.measured;
+    v.push_back({"other", 0, std::max(0.0, it->second / n - named)});
+  }
+  return v;
 }
 
 double measured_step_seconds(const RankResult& r) {
@@ -52,6 +73,7 @@ Comparison compare(const Spec& spec, const Layout& layout, const std::string& ba
     // An emulated rank off the last stage never sees the loss.
     if (c.loss.empty() && !(emulated && r.stage != layout.pp - 1)) c.loss = r.loss;
     c.measured_step_s = std::max(c.measured_step_s, measured_step_seconds(r));
+    rc.time_terms = time_terms(ps, layout, r);
     rc.measured = std::move(r);
     c.ranks.push_back(std::move(rc));
   }
@@ -88,6 +110,7 @@ nlohmann::json rank_result_json(const RankResult& r) {
   j["phases_s"] = {{"forward", r.phases.forward},     {"backward", r.phases.backward},
                    {"optimizer", r.phases.optimizer}, {"tp_comm", r.phases.tp_comm},
                    {"pp_comm", r.phases.pp_comm},     {"dp_comm", r.phases.dp_comm}};
+  j["phase_totals_s"] = r.phase_totals_s;
   nlohmann::json g = nlohmann::json::array();
   for (const GradCheck& c : r.grads) g.push_back({c.name, c.sum_sq, c.sum_w});
   j["grads"] = g;
@@ -108,6 +131,7 @@ RankResult rank_result_from_json(const nlohmann::json& j) {
   const auto& p = j.at("phases_s");
   r.phases = PhaseSeconds{p.at("forward"), p.at("backward"), p.at("optimizer"),
                           p.at("tp_comm"), p.at("pp_comm"), p.at("dp_comm")};
+  if (j.contains("phase_totals_s")) r.phase_totals_s = j.at("phase_totals_s").get<std::map<std::string, double>>();
   for (const auto& g : j.at("grads")) r.grads.push_back(GradCheck{g.at(0), g.at(1), g.at(2)});
   r.allocations = j.value("allocations", std::int64_t(0));
   return r;
@@ -147,8 +171,13 @@ nlohmann::json comparison_json(const Comparison& c) {
     ph["total"] = r.measured.total_peak_phase;
     x["peak_phase"] = ph;
     x["measured_step_s"] = measured_step_seconds(r.measured);
+    x["step_seconds"] = r.measured.step_seconds;  // every step, the warm-up first
     const nlohmann::json rj = rank_result_json(r.measured);
     x["phases_s"] = rj["phases_s"];
+    x["phase_totals_s"] = rj["phase_totals_s"];
+    nlohmann::json tt = nlohmann::json::object();
+    for (const TimeTerm& t : r.time_terms) tt[t.name] = {{"predicted", t.predicted}, {"measured", t.measured}};
+    x["time_terms_s"] = tt;
     if (!r.measured.grads.empty()) x["grads"] = rj["grads"];
     ranks.push_back(std::move(x));
   }
@@ -200,6 +229,26 @@ std::string render_comparison(const Comparison& c) {
                      m.total_peak_phase);
   }
   o += "\n(! = category outside 1% / 64 KiB)\n";
+  // Step time term by term, one table per stage: the stage's slowest rank.
+  o += "\nstep time per term, seconds per step (the executors overlap no DP communication, "
+       "so neither does this prediction)\n";
+  const int stages = c.ranks.empty() ? 0 : c.ranks.back().measured.stage + 1;
+  for (int stage = 0; stage < stages; ++stage) {
+    const RankComparison* worst = nullptr;
+    for (const RankComparison& r : c.ranks)
+      if (r.measured.stage == stage &&
+          (!worst || measured_step_seconds(r.measured) > measured_step_seconds(worst->measured)))
+        worst = &r;
+    if (!worst) continue;
+    o += fmt::format("  stage {} (rank {})\n", stage, worst->measured.rank);
+    o += fmt::format("    {:<16}{:>12}{:>12}{:>10}\n", "term", "predicted", "measured", "error");
+    for (const TimeTerm& t : worst->time_terms) {
+      if (t.predicted == 0 && t.measured < 5e-5) continue;
+      o += fmt::format("    {:<16}{:>12.4f}{:>12.4f}{:>10}\n", t.name, t.predicted, t.measured,
+                       t.predicted > 0 ? fmt::format("{:+.1f}%", 100 * (t.measured - t.predicted) / t.predicted)
+                                       : std::string("-"));
+    }
+  }
   o += fmt::format("step time: predicted {:.4f} s, measured {:.4f} s ({:+.1f}%)\n", c.predicted_step_s,
                    c.measured_step_s,
                    c.predicted_step_s > 0 ? 100 * (c.measured_step_s - c.predicted_step_s) / c.predicted_step_s : 0);

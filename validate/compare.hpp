@@ -20,8 +20,19 @@ inline constexpr std::int64_t kSmallCategoryBytes = 6ll << 20;
 inline constexpr std::int64_t kSmallCategorySlack = 64ll << 10;
 bool category_within(std::int64_t predicted, std::int64_t measured);
 
+// One term of the time model against what a rank measured, seconds per step.
+struct TimeTerm {
+  std::string name;  // "forward", "backward", "optimizer", "tp_comm", "pp_comm+bubble", "dp_comm", "other"
+  double predicted = 0, measured = 0;
+};
+
 struct RankComparison {
   RankResult measured;
+  // Per step (the measured steps after the first): compute phases without the
+  // collectives inside them, each group's collectives (waits included, so the
+  // pipeline bubble shows up in pp_comm+bubble), and "other" = the step less
+  // all of these (the executor's bookkeeping; the model has no such term).
+  std::vector<TimeTerm> time_terms;
   MemoryBreakdown predicted;  // the memory model's terms for this rank's stage
   // (sum of measured category peaks − predicted total) / predicted total: the
   // model's total is the sum of its category peaks, so this is like for like.
@@ -43,9 +54,14 @@ struct Comparison {
   bool pass() const { return max_error <= tolerance; }
 };
 
-// The prediction the CPU backend is compared with: the spec's memory model
-// with runtime and fragmentation set to 0 (host memory has neither).
+// The prediction a run is compared with: the spec's, with
+//  * runtime and fragmentation 0 on the CPU backend (host memory has neither);
+//  * no DP/ZeRO overlap (training.overlap_dp_comm false): both executors run
+//    every collective on the compute stream, so all of it is on the step's path.
 Spec prediction_spec(const Spec& spec, bool cpu_backend);
+
+// The time terms of one measured rank (see RankComparison::time_terms).
+std::vector<TimeTerm> time_terms(const Spec& prediction, const Layout& layout, const RankResult& r);
 
 Comparison compare(const Spec& spec, const Layout& layout, const std::string& backend,
                    bool emulated, std::vector<RankResult> results, double tolerance);

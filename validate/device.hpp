@@ -16,8 +16,10 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 
+#include "validate/phase_timer.hpp"
 #include "validate/tensor.hpp"
 
 namespace paraplan::validate {
@@ -60,6 +62,10 @@ class Device {
   virtual std::string name() const = 0;
   // Waits for queued work (phase timing). CPU: nothing.
   virtual void synchronize() {}
+  // A clock that stamps this device's work queue, for PhaseTimer: the host's
+  // steady clock where kernels finish before they return (CPU); CUDA events
+  // on the compute stream for the GPU.
+  virtual std::unique_ptr<PhaseClock> phase_clock() { return std::make_unique<SteadyPhaseClock>(); }
 
   // ---- data movement ----
   // dst[i] = src[i], converting between storage types.

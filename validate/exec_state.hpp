@@ -7,6 +7,8 @@
 
 #include "validate/executor.hpp"
 #include "validate/params.hpp"
+#include "validate/phase_timer.hpp"
+#include "validate/timed_comm.hpp"
 
 namespace paraplan::validate::detail {
 
@@ -34,7 +36,6 @@ class Exec {
   RankResult run();
 
  private:
-  using Clock = std::chrono::steady_clock;
   // ---- set-up (executor.cpp) ----
   void allocate_state();
   void init_weights();
@@ -75,15 +76,16 @@ class Exec {
   Buffer act_buf(std::int64_t n, Category c, const char* what) {
     return Buffer(&A, n, act, c, what);
   }
-  double tick(Clock::time_point t0) const {
-    return std::chrono::duration<double>(Clock::now() - t0).count();
-  }
 
  public:
   const RunConfig& cfg;
   Device& dev;
   TrackingAllocator& A;
-  Groups& G;
+  // Every phase ("forward", "backward", "optimizer", "pp send wait") and, through
+  // G, every collective ("tp all_reduce", ...) is timed on the device's clock.
+  std::unique_ptr<PhaseClock> clock;
+  PhaseTimer timer;
+  Groups G;  // timed views of the caller's groups
   const Model& m;
   const Layout& l;
   const Training& t;
@@ -107,8 +109,6 @@ class Exec {
   std::unique_ptr<Request> send_req[2];
   std::vector<ChunkState> states;  // [chunk * M + mb]
   double loss_sum = 0;
-  PhaseSeconds ph;
-  bool timing = false;
   std::vector<GradCheck> checks;
 };
 

@@ -23,7 +23,8 @@ std::int32_t synthetic_token(std::uint64_t seed, std::int64_t seq, std::int64_t 
 namespace detail {
 
 Exec::Exec(const RunConfig& c, Device& d, TrackingAllocator& a, Groups& g)
-    : cfg(c), dev(d), A(a), G(g), m(c.spec.model), l(c.layout), t(c.spec.training) {
+    : cfg(c), dev(d), A(a), clock(d.phase_clock()), timer(clock.get()), G(timed_views(g, &timer)),
+      m(c.spec.model), l(c.layout), t(c.spec.training) {
   const RankCoords rc = coords_of(c.rank, l.tp, l.dp);
   stage = rc.stage, tp_rank = rc.tp_rank, dp_rank = rc.dp_rank;
   M = num_microbatches(c.spec, l);
@@ -132,9 +133,7 @@ void Exec::use_unit(int unit) {
   const std::int64_t mine = counts[dp_rank];
   if (mine > 0)
     dev.copy(weights.at(u.begin + displs[dp_rank] - shards.displs[dp_rank]), g.at(displs[dp_rank]), mine);
-  const auto t0 = Clock::now();
   G.dp->all_gather_v(g.ref(), counts, displs);
-  ph.dp_comm += tick(t0);
   gathered[gather_next] = unit;
   gather_next ^= 1;
 }
@@ -194,9 +193,7 @@ void Exec::reduce_range_into_shard(Ref buf, std::int64_t a, std::int64_t e) {
     const std::int64_t hi = std::clamp(shards.displs[r] + shards.counts[r], a, e);
     displs[r] = lo - a, counts[r] = hi - lo;
   }
-  auto t0 = Clock::now();
   G.dp->reduce_scatter_v(buf, counts, displs);
-  ph.dp_comm += tick(t0);
   if (counts[dp_rank] > 0)
     dev.axpy(1.0f, buf.at(displs[dp_rank]), grads.at(a + displs[dp_rank] - shards.displs[dp_rank]),
              counts[dp_rank]);
@@ -209,11 +206,8 @@ void Exec::flush_bucket() {
   // (each tp rank saw a slice of the sequence): sum them over tp first.
   if (l.sp && l.tp > 1)
     for (const ParamDesc& d : P.params)
-      if (d.tp_replicated && d.offset >= bucket_lo && d.offset < bucket_hi) {
-        const auto t0 = Clock::now();
+      if (d.tp_replicated && d.offset >= bucket_lo && d.offset < bucket_hi)
         G.tp->all_reduce(base.at(d.offset - bucket_lo), d.numel(), ReduceOp::kSum);
-        ph.tp_comm += tick(t0);
-      }
   reduce_range_into_shard(base, bucket_lo, bucket_hi);
   bucket_empty = true;
 }
@@ -221,29 +215,20 @@ void Exec::flush_bucket() {
 void Exec::reduce_gradients() {
   A.set_phase(fmt::format("step {} gradient reduction", step_no));
   flush_bucket();
-  auto tp_sum = [&](Ref g, std::int64_t n) {
-    const auto t0 = Clock::now();
-    G.tp->all_reduce(g, n, ReduceOp::kSum);
-    ph.tp_comm += tick(t0);
-  };
   if (!use_bucket && l.sp && l.tp > 1)
     for (const ParamDesc& d : P.params)
-      if (d.tp_replicated) tp_sum(grads.at(d.offset), d.numel());
+      if (d.tp_replicated) G.tp->all_reduce(grads.at(d.offset), d.numel(), ReduceOp::kSum);
   // Tied embeddings across stages: the first stage's embedding and the last
   // stage's output copy get the sum of both gradients (Megatron-LM).
   if (G.embedding && m.tie_embeddings && l.pp > 1) {
     const int p = stage == 0 ? P.word_emb : P.output_w;
     const Ref g = tied_full ? emb_grad.ref() : grads.at(P.params[p].offset);
-    const auto t0 = Clock::now();
     G.embedding->all_reduce(g, P.params[p].numel(), ReduceOp::kSum);
-    ph.pp_comm += tick(t0);
     if (tied_full) reduce_range_into_shard(g, P.params[p].offset, P.params[p].offset + P.params[p].numel());
   }
   if (use_bucket) return;  // already reduced into the shards
-  const auto t0 = Clock::now();
   if (l.zero == 0) G.dp->all_reduce(grads.ref(), P.total, ReduceOp::kSum);
   else if (l.dp > 1) G.dp->reduce_scatter_v(grads.ref(), shards.counts, shards.displs);
-  ph.dp_comm += tick(t0);
 }
 
 void Exec::grad_checksums() {
@@ -280,7 +265,7 @@ void Exec::grad_checksums() {
 
 void Exec::optimizer_step(int k) {
   A.set_phase(fmt::format("step {} optimizer", k));
-  const auto t0 = Clock::now();
+  ScopedPhase timed(&timer, "optimizer");
   const std::int64_t lo = l.zero >= 1 ? shards.displs[dp_rank] : 0;
   const std::int64_t n = l.zero >= 1 ? shards.counts[dp_rank] : P.total;
   const Ref grad = l.zero >= 2 ? grads.ref() : grads.at(lo);
@@ -290,12 +275,7 @@ void Exec::optimizer_step(int k) {
   if (n > 0)
     dev.adam(mst, adam_m.as<float>(), adam_v.as<float>(), grad, master ? param : Ref(), n, cfg.lr,
              cfg.beta1, cfg.beta2, cfg.eps, k + 1, 1.0f);
-  ph.optimizer += tick(t0);
-  if (l.zero >= 1 && l.zero < 3 && l.dp > 1) {
-    const auto t1 = Clock::now();
-    G.dp->all_gather_v(weights.ref(), shards.counts, shards.displs);
-    ph.dp_comm += tick(t1);
-  }
+  if (l.zero >= 1 && l.zero < 3 && l.dp > 1) G.dp->all_gather_v(weights.ref(), shards.counts, shards.displs);
   gathered[0] = gathered[1] = -1;  // ZeRO-3 gathers are stale after an update
 }
 
@@ -306,7 +286,10 @@ double Exec::step(int k) {
   loss_sum = 0;
   run_schedule();
   for (auto& r : send_req)
-    if (r) r->wait(), r.reset();
+    if (r) {
+      ScopedPhase wait(&timer, "pp send_wait");
+      r->wait(), r.reset();
+    }
   reduce_gradients();
   if (cfg.grad_check && k == 0) grad_checksums();
   optimizer_step(k);
@@ -317,6 +300,25 @@ double Exec::step(int k) {
   return double(v) / double(std::int64_t(t.global_batch_size) * s);
 }
 
+// The executor's phases, summed into the time model's terms: compute is each
+// phase's own time less the collectives inside it; a collective counts to the
+// group it ran on (the tied-embedding group is pipeline traffic; the world
+// group carries only the loss, in no term).
+static PhaseSeconds phase_seconds(const PhaseTimer& timer) {
+  PhaseSeconds p;
+  for (const auto& [name, tot] : timer.totals()) {
+    const double sec = tot.self_ms / 1e3;
+    const std::string group = name.substr(0, name.find(' '));
+    if (name == "forward") p.forward += sec;
+    else if (name == "backward") p.backward += sec;
+    else if (name == "optimizer") p.optimizer += sec;
+    else if (group == "tp") p.tp_comm += sec;
+    else if (group == "pp" || group == "embedding") p.pp_comm += sec;
+    else if (group == "dp") p.dp_comm += sec;
+  }
+  return p;
+}
+
 RankResult Exec::run() {
   allocate_state();
   init_weights();
@@ -324,14 +326,16 @@ RankResult Exec::run() {
   r.rank = cfg.rank, r.stage = stage, r.tp_rank = tp_rank, r.dp_rank = dp_rank;
   for (int k = 0; k < cfg.steps; ++k) {
     dev.synchronize();
-    const auto t0 = Clock::now();
-    const PhaseSeconds before = ph;
+    const double before_ms = timer.total("step").ms;
+    timer.begin("step");
     r.loss.push_back(step(k));
-    dev.synchronize();
-    r.step_seconds.push_back(tick(t0));
-    if (k == 0 && cfg.steps > 1) ph = before;  // the first step warms caches; phases from step 2 on
+    timer.end("step");
+    timer.collect();  // waits for the device's clock
+    r.step_seconds.push_back((timer.total("step").ms - before_ms) / 1e3);
+    if (k == 0 && cfg.steps > 1) timer.clear_totals();  // the first step warms caches; phases from step 2 on
   }
-  r.phases = ph;
+  r.phases = phase_seconds(timer);
+  for (const auto& [name, tot] : timer.totals()) r.phase_totals_s[name] = tot.ms / 1e3;
   for (int c = 0; c < kNumCategories; ++c) {
     r.peak.bytes[c] = A.stats(Category(c)).peak;
     r.peak_phase[c] = A.stats(Category(c)).peak_phase;

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,10 @@ struct GradCheck {
   double sum_sq = 0, sum_w = 0;
 };
 
+// Measured time of the time model's terms, summed over the measured steps:
+// forward/backward/optimizer are compute only (the collectives inside them
+// excluded); tp/pp/dp_comm are the time spent in each group's collectives,
+// waiting for the peer included (so pp_comm holds this stage's pipeline bubble).
 struct PhaseSeconds {
   double forward = 0, backward = 0, optimizer = 0, tp_comm = 0, pp_comm = 0, dp_comm = 0;
 };
@@ -54,6 +59,10 @@ struct RankResult {
   std::vector<double> loss;                  // mean loss per step (every rank has it)
   std::vector<double> step_seconds;
   PhaseSeconds phases;                       // summed over steps after the first
+  // Every timed phase's total (inclusive of what nests in it), summed over the
+  // same steps: "step", "forward", "backward", "optimizer", "pp send_wait" and
+  // each collective as "<group> <op>" ("tp all_reduce", "dp all_gather_v", ...).
+  std::map<std::string, double> phase_totals_s;
   std::vector<GradCheck> grads;              // step 1, when grad_check
   std::int64_t allocations = 0;
 };

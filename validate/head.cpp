@@ -80,16 +80,12 @@ void Exec::head_forward(int mb, ChunkState& st) {
   Buffer stats(&A, 4 * T, DType::kFp32, Category::kTransient, "cross-entropy row statistics");
   float* row_max = stats.as<float>();
   dev.ce_row_max(logits.ref(), T, vrows, v0, m.vocab_size, row_max);
-  auto t0 = Clock::now();
   G.tp->all_reduce(Ref(row_max), T, ReduceOp::kMax);
-  ph.tp_comm += tick(t0);
   st.softmax = Buffer(&A, T * vrows, DType::kFp32, Category::kActivations, "cross-entropy softmax");
   dev.ce_exp_sum(logits.ref(), row_max, tgt, T, vrows, v0, m.vocab_size, st.softmax.as<float>(),
                  row_max + T, row_max + 2 * T);
   logits.reset();
-  t0 = Clock::now();
   G.tp->all_reduce(Ref(row_max + T), 2 * T, ReduceOp::kSum);
-  ph.tp_comm += tick(t0);
   dev.ce_finish(st.softmax.as<float>(), row_max + T, row_max + 2 * T, T, vrows, row_max + 3 * T);
   std::vector<float> loss(static_cast<std::size_t>(T));
   dev.to_host(Ref(row_max + 3 * T), loss.data(), T);

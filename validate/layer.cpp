@@ -41,14 +41,11 @@ void Exec::dropout_rows(CRef x, Ref y, std::uint8_t* mask, std::int64_t rows_loc
 
 Ref Exec::sp_gather(CRef local) {
   if (!l.sp) return local;
-  const auto t0 = Clock::now();
   G.tp->all_gather(local, sp_buf.ref(), Tl * h);
-  ph.tp_comm += tick(t0);
   return sp_buf.ref();
 }
 
 void Exec::tp_reduce(Buffer& partial, Buffer* shard_out, Category cat, const char* what) {
-  const auto t0 = Clock::now();
   if (l.sp) {
     *shard_out = act_buf(Tl * h, cat, what);
     G.tp->reduce_scatter(partial.ref(), shard_out->ref(), Tl * h);
@@ -56,7 +53,6 @@ void Exec::tp_reduce(Buffer& partial, Buffer* shard_out, Category cat, const cha
   } else if (l.tp > 1) {
     G.tp->all_reduce(partial.ref(), T * h, ReduceOp::kSum);
   }
-  ph.tp_comm += tick(t0);
 }
 
 void Exec::attention_core(int li, int mb, LayerSaved& S, Category cat, bool want_ctx) {

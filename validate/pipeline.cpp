@@ -62,8 +62,7 @@ void Exec::run_schedule() {
 }
 
 void Exec::forward(int c, int mb) {
-  const auto t_start = Clock::now();
-  const double comm_before = ph.tp_comm + ph.pp_comm + ph.dp_comm;
+  ScopedPhase timed(&timer, "forward");  // its collectives nest inside: compute is its self time
   const int vs = c * l.pp + stage, last_vs = l.pp * l.vpp - 1;
   const int next = (stage + 1) % l.pp, prev = (stage + l.pp - 1) % l.pp;
   phase("F", c, mb);
@@ -74,9 +73,7 @@ void Exec::forward(int c, int mb) {
     embedding_forward(mb, st, x);
   } else {
     x = act_buf(Tl * h, Category::kActivations, "received layer input");
-    const auto t0 = Clock::now();
     G.pp->recv(x.ref(), Tl * h, prev, fwd_tag(vs, mb, M));
-    ph.pp_comm += tick(t0);
   }
   const bool recompute_full = l.recompute == Recompute::kFull;
   for (int i = 0; i < per_chunk; ++i) {
@@ -90,10 +87,9 @@ void Exec::forward(int c, int mb) {
       target = x.ref();
     } else if (vs != last_vs) {
       if (send_req[0]) {
-        const auto t0 = Clock::now();
+        ScopedPhase wait(&timer, "pp send_wait");
         send_req[0]->wait();
         send_req[0].reset();
-        ph.pp_comm += tick(t0);
       }
       target = send_slot[0].ref();
     } else {
@@ -112,19 +108,14 @@ void Exec::forward(int c, int mb) {
     }
   }
   if (vs != last_vs) {
-    const auto t0 = Clock::now();
     send_req[0] = G.pp->isend(send_slot[0].ref(), Tl * h, next, fwd_tag(vs + 1, mb, M));
-    ph.pp_comm += tick(t0);
   } else {
     head_forward(mb, st);
   }
-  const double comm = ph.tp_comm + ph.pp_comm + ph.dp_comm - comm_before;
-  ph.forward += tick(t_start) - comm;
 }
 
 void Exec::backward(int c, int mb) {
-  const auto t_start = Clock::now();
-  const double comm_before = ph.tp_comm + ph.pp_comm + ph.dp_comm;
+  ScopedPhase timed(&timer, "backward");
   const int vs = c * l.pp + stage, last_vs = l.pp * l.vpp - 1;
   const int next = (stage + 1) % l.pp, prev = (stage + l.pp - 1) % l.pp;
   phase("B", c, mb);
@@ -134,9 +125,7 @@ void Exec::backward(int c, int mb) {
     dres = head_backward(mb, st);
   } else {
     dres = act_buf(Tl * h, Category::kTransient, "output gradient");
-    const auto t0 = Clock::now();
     G.pp->recv(dres.ref(), Tl * h, next, bwd_tag(vs, mb, M));
-    ph.pp_comm += tick(t0);
   }
   for (int i = per_chunk - 1; i >= 0; --i) {
     const int li = c * per_chunk + i;
@@ -147,22 +136,17 @@ void Exec::backward(int c, int mb) {
   phase("B", c, mb);
   if (vs > 0) {
     if (send_req[1]) {
-      const auto t0 = Clock::now();
+      ScopedPhase wait(&timer, "pp send_wait");
       send_req[1]->wait();
       send_req[1].reset();
-      ph.pp_comm += tick(t0);
     }
     dev.copy(dres.ref(), send_slot[1].ref(), Tl * h);
     dres.reset();
-    const auto t0 = Clock::now();
     send_req[1] = G.pp->isend(send_slot[1].ref(), Tl * h, prev, bwd_tag(vs - 1, mb, M));
-    ph.pp_comm += tick(t0);
   } else {
     embedding_backward(mb, st, dres);
   }
   st = ChunkState{};
-  const double comm = ph.tp_comm + ph.pp_comm + ph.dp_comm - comm_before;
-  ph.backward += tick(t_start) - comm;
 }
 
 }  // namespace detail

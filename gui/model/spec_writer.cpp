@@ -92,6 +92,7 @@ std::string spec_to_yaml(const Spec& s) {
   e << YAML::Key << "optimizer_state_bytes" << YAML::Value << t.optimizer_state_bytes;
   e << YAML::Key << "flash_attention" << YAML::Value << t.flash_attention;
   e << YAML::Key << "grad_bucket_params" << YAML::Value << t.grad_bucket_params;
+  e << YAML::Key << "overlap_dp_comm" << YAML::Value << t.overlap_dp_comm;
   e << YAML::EndMap;
   e << YAML::Key << "memory_headroom" << YAML::Value << s.memory_headroom;
   const SearchSpace& q = s.search;

@@ -102,6 +102,7 @@ TEST_CASE("the spec writer round-trips through the loader", "[inputs]") {
     INFO(f);
     Spec a = load_spec_file(repo(f));
     a.memory_headroom = 0.0734;  // an edited value with many digits
+    a.training.overlap_dp_comm = false;  // not the default
     const fs::path tmp = fs::temp_directory_path() / "paraplan-gui-roundtrip.yaml";
     std::ofstream(tmp) << spec_to_yaml(a);
     const Spec b = load_spec_file(tmp.string());
@@ -120,6 +121,7 @@ TEST_CASE("the spec writer round-trips through the loader", "[inputs]") {
     CHECK(b.training.grad_dtype == a.training.grad_dtype);
     CHECK(b.training.optimizer_state_bytes == a.training.optimizer_state_bytes);
     CHECK(b.training.flash_attention == a.training.flash_attention);
+    CHECK(b.training.overlap_dp_comm == a.training.overlap_dp_comm);
     CHECK(b.memory_headroom == a.memory_headroom);  // exact: written with 17 digits
     CHECK(b.search.tp == a.search.tp);
     CHECK(b.search.recompute == a.search.recompute);

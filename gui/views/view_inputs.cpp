@@ -186,6 +186,8 @@ void controls(Session& s) {
                      double(gpu_memory_bytes(spec.cluster)) / kGiB);
   bool flash = spec.training.flash_attention;
   if (ImGui::Checkbox("flash attention", &flash)) spec.training.flash_attention = flash, ++in.revision;
+  bool overlap = spec.training.overlap_dp_comm;
+  if (ImGui::Checkbox("overlap DP communication", &overlap)) spec.training.overlap_dp_comm = overlap, ++in.revision;
 
   section("Search constraints");
   ImGui::TextColored(kTextDim, "unchecked values are not searched");

@@ -43,6 +43,8 @@ class CudaDevice final : public Device {
 
   std::string name() const override { return "cuda:" + std::to_string(ctx_.ordinal); }
   void synchronize() override { check(cudaStreamSynchronize(st_), "synchronize"); }
+  // CUDA events on the compute stream (collectives run on it too).
+  std::unique_ptr<PhaseClock> phase_clock() override { return make_cuda_phase_clock(ctx_.ordinal); }
 
   // ---- data movement ----
   void copy(CRef src, Ref dst, i64 n) override {

@@ -21,7 +21,7 @@
 #include "validate/allocator.hpp"
 #include "validate/comm.hpp"
 #include "validate/device.hpp"
-#include "validate/gpu/phase_timer.hpp"
+#include "validate/phase_timer.hpp"
 #include "validate/gpu/pool_core.hpp"
 
 namespace paraplan::validate {

@@ -1,10 +1,11 @@
 // Step time per phase (forward, backward, optimizer, each collective), so that
-// validate compares measured and predicted time term by term (issue 6).
+// validate compares measured and predicted time term by term (issue 6). The
+// executor times every step through it, on every backend.
 //
 // A PhaseTimer only keeps books: phase boundaries are stamped by a PhaseClock
 // — CUDA events on the compute stream for the GPU backend
-// (make_cuda_phase_clock in gpu_backend.hpp), std::chrono for the CPU
-// (SteadyPhaseClock), a scripted clock in tests. Marks are recorded in queue
+// (Device::phase_clock, make_cuda_phase_clock in gpu_backend.hpp), std::chrono
+// for the CPU (SteadyPhaseClock), a scripted clock in tests. Marks are recorded in queue
 // order and read only at collect(), so timing a GPU phase never stalls the
 // stream in the middle of a step.
 #pragma once
@@ -45,6 +46,9 @@ class SteadyPhaseClock final : public PhaseClock {
 
 struct PhaseTotal {
   double ms = 0;
+  // ms less the time of the intervals nested directly inside these ones (a
+  // "forward" without the "tp all_reduce"s it contains: its compute).
+  double self_ms = 0;
   std::int64_t count = 0;  // intervals summed into ms
 };
 
@@ -54,6 +58,7 @@ class PhaseTimer {
 
   // Phases may nest and overlap ("backward" around "tp all_reduce"); the same
   // name may nest too: end() closes the innermost open interval of that name.
+  // An interval's parent is the innermost interval open when it began.
   void begin(const std::string& phase);
   // Throws std::logic_error when `phase` is not open (a bug in the caller).
   void end(const std::string& phase);
@@ -66,17 +71,19 @@ class PhaseTimer {
   PhaseTotal total(const std::string& phase) const;
   void clear_totals() { totals_.clear(); }
   int open_phases() const { return open_count_; }
-  std::int64_t pending_intervals() const { return std::int64_t(closed_.size()); }
+  std::int64_t pending_intervals() const { return std::int64_t(intervals_.size()) - open_count_; }
 
  private:
   struct Interval {
     std::string phase;
-    int from, to;
+    int from = 0, to = -1;  // marks; to < 0 while open
+    int parent = -1;        // index into intervals_
   };
   PhaseClock* clock_;
-  std::unordered_map<std::string, std::vector<int>> open_;  // name -> stack of begin marks
+  std::unordered_map<std::string, std::vector<int>> open_;  // name -> stack of open intervals
+  std::vector<int> stack_;                                  // open intervals, in begin order
   int open_count_ = 0;
-  std::vector<Interval> closed_;
+  std::vector<Interval> intervals_;  // since the last collect()
   std::map<std::string, PhaseTotal> totals_;
 };
 

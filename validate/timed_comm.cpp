@@ -1,4 +1,4 @@
-#include "validate/gpu/timed_comm.hpp"
+#include "validate/timed_comm.hpp"
 
 namespace paraplan::validate {
 namespace {
@@ -8,8 +8,8 @@ std::string group_of(const std::string& name) { return name.substr(0, name.find(
 
 class TimedComm final : public Communicator {
  public:
-  TimedComm(std::unique_ptr<Communicator> inner, PhaseTimer* timer)
-      : inner_(std::move(inner)), timer_(timer), group_(group_of(inner_->name())) {}
+  TimedComm(std::unique_ptr<Communicator> owned, Communicator* inner, PhaseTimer* timer)
+      : owned_(std::move(owned)), inner_(inner), timer_(timer), group_(group_of(inner_->name())) {}
 
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
@@ -50,7 +50,8 @@ class TimedComm final : public Communicator {
   }
 
  private:
-  std::unique_ptr<Communicator> inner_;
+  std::unique_ptr<Communicator> owned_;  // null for a view
+  Communicator* inner_;
   PhaseTimer* timer_;
   std::string group_;
 };
@@ -59,7 +60,19 @@ class TimedComm final : public Communicator {
 
 std::unique_ptr<Communicator> timed_comm(std::unique_ptr<Communicator> inner, PhaseTimer* timer) {
   if (!inner) return inner;
-  return std::make_unique<TimedComm>(std::move(inner), timer);
+  Communicator* raw = inner.get();
+  return std::make_unique<TimedComm>(std::move(inner), raw, timer);
+}
+
+std::unique_ptr<Communicator> timed_view(Communicator* inner, PhaseTimer* timer) {
+  if (!inner) return nullptr;
+  return std::make_unique<TimedComm>(nullptr, inner, timer);
+}
+
+Groups timed_views(const Groups& g, PhaseTimer* timer) {
+  return Groups{timed_view(g.world.get(), timer), timed_view(g.tp.get(), timer),
+                timed_view(g.dp.get(), timer), timed_view(g.pp.get(), timer),
+                timed_view(g.embedding.get(), timer)};
 }
 
 void time_groups(Groups& g, PhaseTimer* timer) {

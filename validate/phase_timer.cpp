@@ -1,5 +1,6 @@
-#include "validate/gpu/phase_timer.hpp"
+#include "validate/phase_timer.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace paraplan::validate {
@@ -14,7 +15,10 @@ double SteadyPhaseClock::elapsed_ms(int from, int to) {
 }
 
 void PhaseTimer::begin(const std::string& phase) {
-  open_[phase].push_back(clock_->mark());
+  const int id = int(intervals_.size());
+  intervals_.push_back(Interval{phase, clock_->mark(), -1, stack_.empty() ? -1 : stack_.back()});
+  open_[phase].push_back(id);
+  stack_.push_back(id);
   ++open_count_;
 }
 
@@ -22,10 +26,12 @@ void PhaseTimer::end(const std::string& phase) {
   auto it = open_.find(phase);
   if (it == open_.end() || it->second.empty())
     throw std::logic_error("PhaseTimer::end(\"" + phase + "\") without begin()");
-  const int from = it->second.back();
+  const int id = it->second.back();
   it->second.pop_back();
   --open_count_;
-  closed_.push_back(Interval{phase, from, clock_->mark()});
+  intervals_[std::size_t(id)].to = clock_->mark();
+  // Usually the top of the stack; overlapping (not nested) phases close out of order.
+  stack_.erase(std::find(stack_.begin(), stack_.end(), id));
 }
 
 void PhaseTimer::collect() {
@@ -33,13 +39,20 @@ void PhaseTimer::collect() {
     throw std::logic_error("PhaseTimer::collect() with " + std::to_string(open_count_) +
                            " phase(s) still open");
   clock_->sync();
-  for (const Interval& iv : closed_) {
-    PhaseTotal& t = totals_[iv.phase];
-    t.ms += clock_->elapsed_ms(iv.from, iv.to);
+  std::vector<double> ms(intervals_.size()), nested(intervals_.size(), 0.0);
+  for (std::size_t i = 0; i < intervals_.size(); ++i) {
+    ms[i] = clock_->elapsed_ms(intervals_[i].from, intervals_[i].to);
+    if (intervals_[i].parent >= 0) nested[std::size_t(intervals_[i].parent)] += ms[i];
+  }
+  for (std::size_t i = 0; i < intervals_.size(); ++i) {
+    PhaseTotal& t = totals_[intervals_[i].phase];
+    t.ms += ms[i];
+    t.self_ms += ms[i] - nested[i];
     ++t.count;
   }
-  closed_.clear();
+  intervals_.clear();
   open_.clear();
+  stack_.clear();
   clock_->reset();
 }
 

@@ -11,12 +11,16 @@
 #include <memory>
 
 #include "validate/comm.hpp"
-#include "validate/gpu/phase_timer.hpp"
+#include "validate/phase_timer.hpp"
 
 namespace paraplan::validate {
 
 std::unique_ptr<Communicator> timed_comm(std::unique_ptr<Communicator> inner, PhaseTimer* timer);
 // Wraps every communicator of `g` (null ones stay null).
 void time_groups(Groups& g, PhaseTimer* timer);
+// The same without taking ownership: views of `g`'s communicators, which must
+// outlive them (the executor times the groups its caller owns).
+std::unique_ptr<Communicator> timed_view(Communicator* inner, PhaseTimer* timer);
+Groups timed_views(const Groups& g, PhaseTimer* timer);
 
 }  // namespace paraplan::validate
