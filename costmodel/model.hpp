@@ -74,6 +74,12 @@ struct Cluster {
   // optimizer) kernels: JUDGEMENT, copy-like kernels sustain ~80-90% of the
   // datasheet HBM bandwidth; not measured here.
   double hbm_efficiency = 0.8;
+  // Of peak for the attention core's matrix products (QK^T, PV and their
+  // gradients, fused as flash attention or not), which run below large GEMMs
+  // (FlashAttention-2 reports 50-73% of peak on A100, Dao 2023). 0: the same
+  // as gemm_efficiency (the default; `paraplan calibrate` fits it).
+  double attention_efficiency = 0;
+  double attention_eff() const { return attention_efficiency > 0 ? attention_efficiency : gemm_efficiency; }
   // nccl-tests busbw / line rate: 8xH100 NVSwitch all-reduce ~370 of 450 GB/s
   // (nccl-tests#212, FACTS.md) = 0.82; one 400 Gb/s NDR NIC ~47 of 50 GB/s
   // (nccl-tests#290, FACTS.md) = 0.94.

@@ -17,6 +17,11 @@ double memory_bound_time(double bytes, const Cluster& c) {
   return bytes / (c.gpu.hbm_bandwidth_gbs * 1e9 * c.hbm_efficiency);
 }
 
+double attention_gemm_time(const Gemm& g, const Cluster& c, int elem_bytes) {
+  const double compute = g.flops() / (c.gpu.peak_tflops_bf16 * 1e12 * c.attention_eff());
+  return std::max(compute, memory_bound_time(g.bytes(elem_bytes), c));
+}
+
 namespace {
 
 // The parallel groups of a layout on the cluster (Megatron order: tp, dp, pp).
@@ -79,7 +84,7 @@ double flash_attention_time(const LayerGemms& g, const Model& m, const Training&
     if (x.core_attention) flops += x.flops();
   const double qkvo = 2 * double(m.q_width() + m.kv_width()) / l.tp;
   const double bytes = tokens(t, l) * qkvo * act_bytes(t);
-  return std::max(flops / (c.gpu.peak_tflops_bf16 * 1e12 * c.gemm_efficiency),
+  return std::max(flops / (c.gpu.peak_tflops_bf16 * 1e12 * c.attention_eff()),
                   memory_bound_time(bytes, c));
 }
 
@@ -90,7 +95,7 @@ LayerTime layer_forward_time(const Model& m, const Training& t, const Layout& l,
   LayerTime r;
   for (const Gemm& x : g) {
     if (!x.core_attention) r.total += gemm_time(x, c, ab);
-    else if (!t.flash_attention) r.core += gemm_time(x, c, ab);
+    else if (!t.flash_attention) r.core += attention_gemm_time(x, c, ab);
   }
   if (t.flash_attention) r.core += flash_attention_time(g, m, t, l, c);
   r.core += memory_bound_time(attention_core_memory_bound_bytes(m, t, l), c);

@@ -59,6 +59,8 @@ struct StageMicrobatch {
 double gemm_time(const Gemm& g, const Cluster& c, int elem_bytes);
 // A memory-bound kernel: bytes / (HBM bandwidth × hbm_efficiency).
 double memory_bound_time(double bytes, const Cluster& c);
+// An attention-core GEMM (QK^T, PV): gemm_time at Cluster::attention_eff().
+double attention_gemm_time(const Gemm& g, const Cluster& c, int elem_bytes);
 
 // One micro-batch on pipeline rank `stage` of a resolved layout.
 StageMicrobatch stage_microbatch_time(const Spec& spec, const Layout& layout, int stage);

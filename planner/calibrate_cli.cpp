@@ -458,6 +458,7 @@ Cluster calibrated_cluster(const Calibration& c, const std::string& name) {
   k.fragmentation = 0;
   k.gemm_efficiency = c.step_fit.samples >= 2 ? c.step_fit.gemm_efficiency : c.gemm_fit.efficiency;
   k.hbm_efficiency = c.step_fit.samples >= 2 ? c.step_fit.hbm_efficiency : c.memory_fit.efficiency;
+  k.attention_efficiency = c.step_fit.samples >= 3 ? c.step_fit.attention_efficiency : 0;
   return k;
 }
 
@@ -542,11 +543,15 @@ std::string calibrated_cluster_yaml(const Calibration& c, const std::string& nam
                    "# the executor's kernels of whole micro-batches (layers, embedding, output; {} of them): {} (RMS error {:.1f}%)\n",
                    c.memory_fit.samples, num(c.memory_fit.efficiency), 100 * c.memory_fit.rms_rel_error);
   if (c.step_fit.samples >= 2)
-    y += fmt::format("# both refitted to the executor's whole training steps on one rank ({} of them, every rank at\n"
-                     "# once): RMS error of the step time {:.1f}% with the kernel fits, {:.1f}% with these\n",
+    y += fmt::format("# both refitted, with attention_efficiency, to the executor's whole training steps on one\n"
+                     "# rank ({} of them, every rank at once): RMS error of the step time {:.1f}% with the\n"
+                     "# kernel fits, {:.1f}% with these\n",
                      c.step_fit.samples, 100 * c.step_fit.rms_rel_error_before, 100 * c.step_fit.rms_rel_error);
   y += fmt::format("gemm_efficiency: {}\n", num(k.gemm_efficiency));
   y += fmt::format("hbm_efficiency: {}\n", num(k.hbm_efficiency));
+  if (k.attention_efficiency > 0)
+    y += fmt::format("# the attention core's matrix products (flash or not), from the same step fit\n"
+                     "attention_efficiency: {}\n", num(k.attention_efficiency));
   return y;
 }
 
@@ -609,11 +614,12 @@ std::string render_calibration(const Calibration& c) {
                        err(s.fitted_s, s.seconds));
     }
   }
-  o += fmt::format("  fit: gemm_efficiency {:.4f} (kernels: {:.4f}), hbm_efficiency {:.4f} (kernels: {:.4f}); RMS error "
-                   "{:.1f}% (kernel fits: {:.1f}%) over {} steps; these are written\n",
+  o += fmt::format("  fit: gemm_efficiency {:.4f} (kernels: {:.4f}), hbm_efficiency {:.4f} (kernels: {:.4f}), "
+                   "attention_efficiency {:.4f}; RMS error {:.1f}% (kernel fits: {:.1f}%) over {} steps; these are "
+                   "written\n",
                    c.step_fit.gemm_efficiency, c.gemm_fit.efficiency, c.step_fit.hbm_efficiency,
-                   c.memory_fit.efficiency, 100 * c.step_fit.rms_rel_error, 100 * c.step_fit.rms_rel_error_before,
-                   c.step_fit.samples);
+                   c.memory_fit.efficiency, c.step_fit.attention_efficiency, 100 * c.step_fit.rms_rel_error,
+                   100 * c.step_fit.rms_rel_error_before, c.step_fit.samples);
   if (!c.mpi) {
     o += "\ncollectives: not measured (one rank, or no MPI in this build)\n";
     return o;

@@ -117,6 +117,28 @@ TEST_CASE("GEMM roofline, hand-computed", "[time]") {
   // Per FLOP the skinny GEMM is slower.
   CHECK(gemm_time(skinny, c, 2) / skinny.flops() > gemm_time(big, c, 2) / big.flops());
   CHECK(memory_bound_time(1e9, c) == Approx(2e-3).epsilon(1e-15));
+  // Attention-core products run at attention_efficiency; unset, at gemm_efficiency.
+  CHECK(attention_gemm_time(big, c, 2) == Approx(4.294967296e-5).epsilon(1e-12));
+  c.attention_efficiency = 0.25;  // 25e12 FLOP/s: 2^31 / 25e12 = 85.89934592 us
+  CHECK(attention_gemm_time(big, c, 2) == Approx(8.589934592e-5).epsilon(1e-12));
+  CHECK(gemm_time(big, c, 2) == Approx(4.294967296e-5).epsilon(1e-12));  // linear GEMMs unchanged
+  CHECK(attention_gemm_time(skinny, c, 2) == Approx(4.325376e-6).epsilon(1e-12));  // still memory-bound
+}
+
+TEST_CASE("Flash attention's FLOPs are priced at attention_efficiency", "[time]") {
+  // Llama-2-7B, s = 4096, tp = 8, one micro-batch: the causal-free flash core is
+  // QK^T and PV, 2 · 2·s²·d·(heads/tp) = 4 · 4096² · 128 · 4 = 3.436e10 FLOPs per
+  // layer forward; backward 2.5× that (layer_backward_time). Halving the
+  // attention rate from 0.75 to 0.375 of 989 TFLOP/s adds that work once more:
+  // 32 layers × 3.5 × 3.436e10 / (0.375 · 989e12) = 10.37 ms per micro-batch.
+  Spec s = spec(1, 8);
+  const Layout l = resolved(s, "tp=8,pp=1,mbs=1");
+  const StageMicrobatch base = stage_microbatch_time(s, l, 0);
+  s.cluster.attention_efficiency = 0.375;
+  const StageMicrobatch slow = stage_microbatch_time(s, l, 0);
+  const double flops = 4.0 * 4096.0 * 4096.0 * 128 * 4;
+  const double extra = 32 * 3.5 * flops / (989e12 * 0.375) - 32 * 3.5 * flops / (989e12 * 0.75);
+  CHECK((slow.forward_s + slow.backward_s) - (base.forward_s + base.backward_s) == Approx(extra).epsilon(1e-9));
 }
 
 TEST_CASE("Step time is the sum of its terms and throughput follows from it", "[time]") {

@@ -805,18 +805,21 @@ StepFit fit_steps(std::vector<StepSample>& samples, const Cluster& base) {
   StepFit f;
   f.gemm_efficiency = base.gemm_efficiency;
   f.hbm_efficiency = base.hbm_efficiency;
+  f.attention_efficiency = base.attention_eff();
   std::vector<std::size_t> rows;
   for (std::size_t i = 0; i < samples.size(); ++i)
     if (samples[i].seconds > 0) rows.push_back(i);
   f.samples = int(rows.size());
-  // y = (1/gemm_efficiency, 1/hbm_efficiency): the model is (piecewise) linear in y.
-  auto cluster = [&](const Eigen::Vector2d& y) {
+  // y = 1 / (gemm, hbm, attention efficiency): the model is (piecewise) linear in y.
+  using Vec3 = Eigen::Vector3d;
+  auto cluster = [&](const Vec3& y) {
     Cluster c = base;
     c.gemm_efficiency = 1 / y(0);
     c.hbm_efficiency = 1 / y(1);
+    c.attention_efficiency = 1 / y(2);
     return c;
   };
-  auto residuals = [&](const Eigen::Vector2d& y) {
+  auto residuals = [&](const Vec3& y) {
     const Cluster c = cluster(y);
     Eigen::VectorXd r(Eigen::Index(rows.size()));
     for (std::size_t k = 0; k < rows.size(); ++k) {
@@ -826,25 +829,31 @@ StepFit fit_steps(std::vector<StepSample>& samples, const Cluster& base) {
     return r;
   };
   auto rms = [&](const Eigen::VectorXd& r) { return r.size() ? std::sqrt(r.squaredNorm() / double(r.size())) : 0.0; };
-  Eigen::Vector2d y(1 / base.gemm_efficiency, 1 / base.hbm_efficiency);
+  Vec3 y(1 / f.gemm_efficiency, 1 / f.hbm_efficiency, 1 / f.attention_efficiency);
   f.rms_rel_error_before = f.rms_rel_error = rms(residuals(y));
+  // With fewer samples than parameters, the attention rate stays tied to the GEMM rate.
+  const int params = rows.size() >= 3 ? 3 : 2;
   if (rows.size() >= 2) {
     for (int iter = 0; iter < 50; ++iter) {
       const Eigen::VectorXd r = residuals(y);
-      Eigen::MatrixXd J(r.size(), 2);
-      for (int p = 0; p < 2; ++p) {
-        Eigen::Vector2d yp = y;
+      Eigen::MatrixXd J(r.size(), params);
+      for (int p = 0; p < params; ++p) {
+        Vec3 yp = y;
         yp(p) *= 1.01;
+        if (params == 2 && p == 0) yp(2) = yp(0);
         J.col(p) = (residuals(yp) - r) / (0.01 * y(p));
       }
       const Eigen::VectorXd step = solve_ls(J, -r);
-      const Eigen::Vector2d next = (y + Eigen::Vector2d(step(0), step(1))).cwiseMax(1.0);  // efficiencies ≤ 1
+      Vec3 next = y;
+      for (int p = 0; p < params; ++p) next(p) = std::max(1.0, y(p) + step(p));  // efficiencies ≤ 1
+      if (params == 2) next(2) = next(0);
       const bool done = (next - y).cwiseAbs().maxCoeff() <= 1e-9 * y.cwiseAbs().maxCoeff();
       y = next;
       if (done) break;
     }
     f.gemm_efficiency = 1 / y(0);
     f.hbm_efficiency = 1 / y(1);
+    f.attention_efficiency = 1 / y(2);
     f.rms_rel_error = rms(residuals(y));
   }
   const Cluster c = cluster(y);

@@ -227,16 +227,19 @@ MemoryFit fit_memory(const std::vector<CopySample>& copies, std::vector<WorkSamp
                      double bandwidth = 0);
 
 struct StepFit {
-  double gemm_efficiency = 0, hbm_efficiency = 0;
+  double gemm_efficiency = 0, hbm_efficiency = 0, attention_efficiency = 0;
   double rms_rel_error_before = 0;  // of the model with `base`'s efficiencies (the kernel fits)
   double rms_rel_error = 0;         // after the fit
   int samples = 0;
 };
-// Both efficiencies by Gauss-Newton on the relative error of model_step_time
-// against the measured steps (an Eigen least-squares solve per iteration, the
-// Jacobian by finite differences in 1/efficiency), starting from `base`'s
-// (the kernel-level fits); each stays ≤ 1. Fills every sample's fitted_s.
-// Fewer than two samples: `base`'s efficiencies, unchanged.
+// gemm_efficiency, hbm_efficiency and attention_efficiency by Gauss-Newton on
+// the relative error of model_step_time against the measured steps (an Eigen
+// least-squares solve per iteration, the Jacobian by finite differences in
+// 1/efficiency), starting from `base`'s (the kernel-level fits); each stays
+// ≤ 1. The step cases vary the attention share (sequence 32 and 128, flash
+// for llama, not for gpt), which separates its rate from the GEMMs'. Fills
+// every sample's fitted_s. Two samples: the attention rate stays the GEMM
+// rate; fewer: `base`'s efficiencies, unchanged.
 StepFit fit_steps(std::vector<StepSample>& samples, const Cluster& base);
 
 struct LinkFit {
