@@ -1,5 +1,7 @@
 #include "planner/yaml_reader.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -121,8 +123,10 @@ double MapReader::get_number(const char* key, double lo, double hi, bool hi_incl
   if (!v.IsScalar() || !YAML::convert<double>::decode(v, d) || !std::isfinite(d))
     fail(key, "expected a number, got " + scalar_text(v));
   if (d < lo || d > hi || (!hi_inclusive && d == hi)) {
-    std::string range = "expected a number in [" + YAML::Node(lo).Scalar() + ", " +
-                        YAML::Node(hi).Scalar() + (hi_inclusive ? "]" : ")");
+    // A lower bound of 1e-6 or less stands for "above zero": say (0, ...
+    const bool above_zero = lo > 0 && lo <= 1e-6;
+    std::string range = fmt::format("expected a number in {}{:g}, {:g}{}", above_zero ? "(" : "[",
+                                    above_zero ? 0.0 : lo, hi, hi_inclusive ? "]" : ")");
     if (hi == HUGE_VAL) range = lo == 0 ? "expected a number >= 0" : "expected a positive number";
     fail(key, range + ", got " + v.Scalar());
   }
