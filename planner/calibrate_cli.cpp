@@ -133,7 +133,7 @@ int local_rank(int rank) {
 // GEMMs (both dtypes), copies and the non-GEMM work (the precision's) on this rank.
 // `world`: all ranks (null for one), so that they start each step case together.
 RankSamples measure_compute(Device& dev, MemoryResource& mem, DType precision, bool quick,
-                            Communicator* world = nullptr) {
+                            Communicator* world = nullptr, const std::function<Groups()>& dp_groups = {}) {
   RankSamples r;
   const std::vector<GemmCase> cases = gemm_cases(quick);
   for (DType t : {DType::kBf16, DType::kFp32}) {
@@ -142,7 +142,7 @@ RankSamples measure_compute(Device& dev, MemoryResource& mem, DType precision, b
   }
   r.copies = measure_copies(dev, mem, copy_sizes(quick), precision, timing(quick));
   r.work = measure_work(dev, mem, work_cases(quick), precision, timing(quick));
-  r.steps = measure_steps(dev, mem, step_cases(quick), precision, timing(quick), world);
+  r.steps = measure_steps(dev, mem, step_cases(quick), precision, timing(quick), world, dp_groups);
   return r;
 }
 
@@ -246,7 +246,8 @@ int run_worker(CalibrateOptions& o, Backend b, std::ostream& out) {
     auto dev = make_device(b, local_rank(rank));
     auto mem = make_memory(b, local_rank(rank));
     Groups all = make_groups(b, rank, 1, world, 1, false);
-    mine = measure_compute(*dev, *mem, precision, o.quick, all.world.get());
+    mine = measure_compute(*dev, *mem, precision, o.quick, all.world.get(),
+                           [&] { return make_groups(b, rank, 1, world, 1, false); });
     mine.collectives = measure_comm(b, *dev, *mem, rank, world, precision, o.quick);
   } catch (const std::exception& e) {
     // The other ranks would wait forever in their next collective: stop them all.
@@ -360,7 +361,7 @@ nlohmann::json samples_json(const Samples& s) {
   j["steps"] = nlohmann::json::array();
   for (const StepSample& x : s.steps)
     j["steps"].push_back({{"model", x.what.model}, {"seq", x.what.seq}, {"batch", x.what.batch},
-                          {"dtype", dtype_name(x.dtype)}, {"seconds", x.seconds}});
+                          {"ranks", x.ranks}, {"dtype", dtype_name(x.dtype)}, {"seconds", x.seconds}});
   j["collectives"] = nlohmann::json::array();
   for (const CollectiveSample& x : s.collectives)
     j["collectives"].push_back({{"kind", int(x.kind)}, {"n", x.group_size}, {"dtype", dtype_name(x.dtype)},
@@ -392,6 +393,7 @@ Samples samples_from_json(const nlohmann::json& j) {
       t.what = StepCase{x.at("model"), x.at("seq"), x.at("batch")};
       t.dtype = dtype_of(x.at("dtype"));
       t.seconds = x.at("seconds");
+      t.ranks = x.value("ranks", 1);
       s.steps.push_back(t);
     }
   for (const auto& x : j.at("collectives")) {
@@ -426,17 +428,22 @@ void fit_calibration(Calibration* c) {
     c->memory_fit = fit_memory(s.copies, s.work, base);
     membw = c->memory_fit.bandwidth * c->memory_fit.efficiency;
   }
-  // Last, the kernel fits' efficiencies refitted to whole training steps.
+  if (c->mpi && !s.collectives.empty()) c->link_fit = fit_link(s.collectives);
+  // Last, the kernel fits' efficiencies refitted to whole training steps (on
+  // the fitted link: data-parallel steps include their gradient all-reduce).
   Cluster base;
   base.gpu.peak_tflops_bf16 = c->gemm_fit.peak_flops / 1e12;
   base.gpu.hbm_bandwidth_gbs = c->memory_fit.bandwidth / 1e9;
   base.gemm_efficiency = c->gemm_fit.efficiency;
   base.hbm_efficiency = c->memory_fit.efficiency;
+  if (c->link_fit.bytes_per_s > 0) {
+    base.intra_node = base.inter_node = Link{c->link_fit.bytes_per_s / 1e9, c->link_fit.alpha_s * 1e6};
+    base.intra_comm_efficiency = base.inter_comm_efficiency = 1.0;
+  }
   c->step_fit = fit_steps(s.steps, base);
   if (!other.empty()) c->other_gemm_fit = fit_gemm(other, 0, membw);
   s.gemm = mine;
   s.gemm.insert(s.gemm.end(), other.begin(), other.end());
-  if (c->mpi && !s.collectives.empty()) c->link_fit = fit_link(s.collectives);
 }
 
 Cluster calibrated_cluster(const Calibration& c, const std::string& name) {
@@ -543,8 +550,8 @@ std::string calibrated_cluster_yaml(const Calibration& c, const std::string& nam
                    "# the executor's kernels of whole micro-batches (layers, embedding, output; {} of them): {} (RMS error {:.1f}%)\n",
                    c.memory_fit.samples, num(c.memory_fit.efficiency), 100 * c.memory_fit.rms_rel_error);
   if (c.step_fit.samples >= 2)
-    y += fmt::format("# both refitted, with attention_efficiency, to the executor's whole training steps on one\n"
-                     "# rank ({} of them, every rank at once): RMS error of the step time {:.1f}% with the\n"
+    y += fmt::format("# both refitted, with attention_efficiency, to the executor's whole data-parallel training\n"
+                     "# steps over the calibrated ranks ({} of them): RMS error of the step time {:.1f}% with the\n"
                      "# kernel fits, {:.1f}% with these\n",
                      c.step_fit.samples, 100 * c.step_fit.rms_rel_error_before, 100 * c.step_fit.rms_rel_error);
   y += fmt::format("gemm_efficiency: {}\n", num(k.gemm_efficiency));
@@ -597,8 +604,9 @@ std::string render_calibration(const Calibration& c) {
                    c.memory_fit.bandwidth / 1e9, c.memory_fit.efficiency,
                    c.memory_fit.bandwidth * c.memory_fit.efficiency / 1e9, 100 * c.memory_fit.rms_rel_error,
                    c.memory_fit.samples);
-  o += fmt::format("\ntraining steps {} (the executor on one rank, every rank at once; the model's step time)\n",
-                   dtype_name(c.precision));
+  o += fmt::format("\ntraining steps {} (the executor's data-parallel steps over the {} rank(s), each rank `batch`\n"
+                   "  sequences, gradient all-reduce included; against the model's step time)\n",
+                   dtype_name(c.precision), c.samples.steps.empty() ? 1 : c.samples.steps.front().ranks);
   o += fmt::format("  {:<13}{:>5}{:>7}{:>12}{:>14}{:>9}{:>12}{:>9}\n", "model", "seq", "batch", "measured",
                    "kernel fits", "error", "step fit", "error");
   {
@@ -607,6 +615,10 @@ std::string render_calibration(const Calibration& c) {
     kernel.gpu.hbm_bandwidth_gbs = c.memory_fit.bandwidth / 1e9;
     kernel.gemm_efficiency = c.gemm_fit.efficiency;
     kernel.hbm_efficiency = c.memory_fit.efficiency;
+    if (c.link_fit.bytes_per_s > 0) {
+      kernel.intra_node = kernel.inter_node = Link{c.link_fit.bytes_per_s / 1e9, c.link_fit.alpha_s * 1e6};
+      kernel.intra_comm_efficiency = kernel.inter_comm_efficiency = 1.0;
+    }
     for (const StepSample& s : c.samples.steps) {
       const double before = model_step_time(s, kernel);
       o += fmt::format("  {:<13}{:>5}{:>7}{:>9.2f} ms{:>11.2f} ms{:>9}{:>9.2f} ms{:>9}\n", s.what.model, s.what.seq,

@@ -489,23 +489,45 @@ std::vector<StepCase> step_cases(bool quick) {
           {"llama-small", 128, 4}, {"gpt-h256", 128, 2},  {"llama-h256", 128, 2}};
 }
 
+namespace {
+double group_reduce(Communicator& comm, Device& dev, MemoryResource& mem, double v, ReduceOp op);
+}
+
 std::vector<StepSample> measure_steps(Device& dev, MemoryResource& mem, const std::vector<StepCase>& cases,
-                                      DType dtype, const TimingOptions& opt, Communicator* world) {
+                                      DType dtype, const TimingOptions& opt, Communicator* world,
+                                      const std::function<Groups()>& dp_groups) {
   std::vector<StepSample> out;
+  const int ranks = world && dp_groups ? world->size() : 1;
   for (const StepCase& c : cases) {
     if (world) world->barrier();
     RunConfig cfg;
     cfg.spec = work_spec(find_model(c.model), c.seq, dtype, Cluster{});
-    cfg.spec.training.global_batch_size = c.batch;
+    cfg.spec.cluster.gpus_per_node = ranks;
+    cfg.spec.training.global_batch_size = c.batch * ranks;
     cfg.layout = one_rank();
+    cfg.layout.dp = ranks;
+    cfg.rank = ranks > 1 ? world->rank() : 0;
     cfg.steps = std::max(1, opt.warmup) + std::max(1, opt.repetitions);
-    TrackingAllocator alloc(&mem, -1);
-    Groups groups = make_local_groups(&dev, 0, 1, 1, 1, false);
-    const RankResult r = run_rank(cfg, dev, alloc, groups);
+    // Runs of steps until 50 × min_seconds (1 s; 0.15 s quick) of measured
+    // steps: on a shared host the speed swings by 30% over fractions of a
+    // second, and a few steps would catch one swing.
+    std::vector<double> steps;
+    double measured = 0;
+    for (bool more = true; more;) {
+      TrackingAllocator alloc(&mem, -1);
+      Groups groups = ranks > 1 ? dp_groups() : make_local_groups(&dev, 0, 1, 1, 1, false);
+      const RankResult r = run_rank(cfg, dev, alloc, groups);
+      for (std::size_t i = std::size_t(std::max(1, opt.warmup)); i < r.step_seconds.size(); ++i)
+        steps.push_back(r.step_seconds[i]), measured += r.step_seconds[i];
+      more = measured < 50 * opt.min_seconds;
+      // Ranks stepping together must agree on how many runs they make.
+      if (ranks > 1) more = group_reduce(*world, dev, mem, more ? 1.0 : 0.0, ReduceOp::kMax) > 0;
+    }
     StepSample s;
     s.what = c;
     s.dtype = dtype;
-    s.seconds = median(std::vector<double>(r.step_seconds.begin() + std::max(1, opt.warmup), r.step_seconds.end()));
+    s.ranks = ranks;
+    s.seconds = median(steps);
     out.push_back(s);
   }
   return out;
@@ -513,8 +535,13 @@ std::vector<StepSample> measure_steps(Device& dev, MemoryResource& mem, const st
 
 double model_step_time(const StepSample& s, const Cluster& c) {
   Spec spec = work_spec(find_model(s.what.model), s.what.seq, s.dtype, c);
-  spec.training.global_batch_size = s.what.batch;
-  return estimate_time(spec, one_rank()).step_s;
+  const int ranks = std::max(1, s.ranks);
+  spec.cluster.gpus_per_node = ranks;
+  spec.training.global_batch_size = s.what.batch * ranks;
+  spec.training.overlap_dp_comm = false;
+  Layout l = one_rank();
+  l.dp = ranks;
+  return estimate_time(spec, l).step_s;
 }
 
 double model_work_time(const WorkSample& s, const Cluster& c) {

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -143,7 +144,12 @@ struct StepCase {
 struct StepSample {
   StepCase what;
   DType dtype = DType::kBf16;
-  double seconds = 0;   // median step after the warm-up steps
+  // Data-parallel ranks of the step (each runs `what.batch` sequences and the
+  // gradient all-reduce joins them); 1: one rank alone.
+  int ranks = 1;
+  // Median step after the warm-up steps, over runs of steps that add up to
+  // 50 × TimingOptions::min_seconds of measured time.
+  double seconds = 0;
   double fitted_s = 0;  // estimate_time(...).step_s with the fitted cluster
 };
 // The work models at sequence lengths 32 and 128 (gpt-h256, llama-h256: 128).
@@ -154,9 +160,16 @@ std::vector<StepCase> step_cases(bool quick);
 // together after a barrier, so that they run their steps at the same time as
 // the ranks of a training step do (run alone, a rank gets the machine's caches
 // and memory bandwidth to itself and measures steps up to 30% faster here).
+// `dp_groups` (optional, with `world`): the groups of a data-parallel layout
+// over all ranks (tp = pp = 1, dp = world size); then every step is a real
+// data-parallel step, its gradient all-reduce included, so that what a
+// synchronised step costs beyond one rank's work (each collective waits for
+// the slower rank) is in the samples too.
 std::vector<StepSample> measure_steps(Device& dev, MemoryResource& mem, const std::vector<StepCase>& cases,
-                                      DType dtype, const TimingOptions& opt, Communicator* world = nullptr);
-// The time model's step for a step sample on cluster `c` (one rank: compute + optimizer).
+                                      DType dtype, const TimingOptions& opt, Communicator* world = nullptr,
+                                      const std::function<Groups()>& dp_groups = {});
+// The time model's step for a step sample on cluster `c` (dp = ranks, no DP
+// overlap: the executor overlaps none; the link is `c`'s intra-node one).
 double model_step_time(const StepSample& s, const Cluster& c);
 
 // ---- collectives ----
