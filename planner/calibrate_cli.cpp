@@ -411,6 +411,27 @@ Samples samples_from_json(const nlohmann::json& j) {
 
 // ---- fits, cluster, YAML, report ----
 
+namespace {
+
+// The cluster the kernel-level fits and the link fit describe (before the step
+// refit): what the step fit starts from, and the report's "kernel fits" column.
+// Without measured collectives the host's copy rate and 1 µs stand in.
+Cluster kernel_fit_cluster(const Calibration& c) {
+  Cluster k;
+  k.gpu.peak_tflops_bf16 = c.gemm_fit.peak_flops / 1e12;
+  k.gpu.hbm_bandwidth_gbs = c.memory_fit.bandwidth / 1e9;
+  k.gemm_efficiency = c.gemm_fit.efficiency;
+  k.hbm_efficiency = c.memory_fit.efficiency;
+  const bool measured = c.mpi && c.link_fit.bytes_per_s > 0;
+  k.intra_node.bandwidth_gbs = measured ? c.link_fit.bytes_per_s / 1e9 : c.memory_fit.bandwidth / 1e9;
+  k.intra_node.latency_us = measured ? c.link_fit.alpha_s * 1e6 : 1.0;
+  k.inter_node = k.intra_node;
+  k.intra_comm_efficiency = k.inter_comm_efficiency = 1.0;
+  return k;
+}
+
+}  // namespace
+
 void fit_calibration(Calibration* c) {
   Samples& s = c->samples;
   std::vector<GemmSample> mine, other;
@@ -431,36 +452,19 @@ void fit_calibration(Calibration* c) {
   if (c->mpi && !s.collectives.empty()) c->link_fit = fit_link(s.collectives);
   // Last, the kernel fits' efficiencies refitted to whole training steps (on
   // the fitted link: data-parallel steps include their gradient all-reduce).
-  Cluster base;
-  base.gpu.peak_tflops_bf16 = c->gemm_fit.peak_flops / 1e12;
-  base.gpu.hbm_bandwidth_gbs = c->memory_fit.bandwidth / 1e9;
-  base.gemm_efficiency = c->gemm_fit.efficiency;
-  base.hbm_efficiency = c->memory_fit.efficiency;
-  if (c->link_fit.bytes_per_s > 0) {
-    base.intra_node = base.inter_node = Link{c->link_fit.bytes_per_s / 1e9, c->link_fit.alpha_s * 1e6};
-    base.intra_comm_efficiency = base.inter_comm_efficiency = 1.0;
-  }
-  c->step_fit = fit_steps(s.steps, base);
+  c->step_fit = fit_steps(s.steps, kernel_fit_cluster(*c));
   if (!other.empty()) c->other_gemm_fit = fit_gemm(other, 0, membw);
   s.gemm = mine;
   s.gemm.insert(s.gemm.end(), other.begin(), other.end());
 }
 
 Cluster calibrated_cluster(const Calibration& c, const std::string& name) {
-  Cluster k;
+  Cluster k = kernel_fit_cluster(c);  // the link stand-ins are said in the YAML
   k.name = name;
   k.source = fmt::format("measured by paraplan calibrate on {}, {}", c.host, c.date);
   k.gpu.name = c.device_name;
   k.gpu.memory_gib = c.memory_gib;
-  k.gpu.peak_tflops_bf16 = c.gemm_fit.peak_flops / 1e12;
-  k.gpu.hbm_bandwidth_gbs = c.memory_fit.bandwidth / 1e9;
   k.gpus_per_node = c.ranks;
-  // Without measured collectives: the host's copy rate and 1 µs stand in (said in the YAML).
-  const bool measured = c.mpi && c.link_fit.bytes_per_s > 0;
-  k.intra_node.bandwidth_gbs = measured ? c.link_fit.bytes_per_s / 1e9 : c.memory_fit.bandwidth / 1e9;
-  k.intra_node.latency_us = measured ? c.link_fit.alpha_s * 1e6 : 1.0;
-  k.inter_node = k.intra_node;
-  k.intra_comm_efficiency = k.inter_comm_efficiency = 1.0;
   k.runtime_overhead_gib = 0;
   k.fragmentation = 0;
   k.gemm_efficiency = c.step_fit.samples >= 2 ? c.step_fit.gemm_efficiency : c.gemm_fit.efficiency;
@@ -610,15 +614,7 @@ std::string render_calibration(const Calibration& c) {
   o += fmt::format("  {:<13}{:>5}{:>7}{:>12}{:>14}{:>9}{:>12}{:>9}\n", "model", "seq", "batch", "measured",
                    "kernel fits", "error", "step fit", "error");
   {
-    Cluster kernel;
-    kernel.gpu.peak_tflops_bf16 = c.gemm_fit.peak_flops / 1e12;
-    kernel.gpu.hbm_bandwidth_gbs = c.memory_fit.bandwidth / 1e9;
-    kernel.gemm_efficiency = c.gemm_fit.efficiency;
-    kernel.hbm_efficiency = c.memory_fit.efficiency;
-    if (c.link_fit.bytes_per_s > 0) {
-      kernel.intra_node = kernel.inter_node = Link{c.link_fit.bytes_per_s / 1e9, c.link_fit.alpha_s * 1e6};
-      kernel.intra_comm_efficiency = kernel.inter_comm_efficiency = 1.0;
-    }
+    const Cluster kernel = kernel_fit_cluster(c);
     for (const StepSample& s : c.samples.steps) {
       const double before = model_step_time(s, kernel);
       o += fmt::format("  {:<13}{:>5}{:>7}{:>9.2f} ms{:>11.2f} ms{:>9}{:>9.2f} ms{:>9}\n", s.what.model, s.what.seq,

@@ -1,5 +1,8 @@
 #include "validate/timed_comm.hpp"
 
+#include <string>
+#include <vector>
+
 namespace paraplan::validate {
 namespace {
 
@@ -9,43 +12,49 @@ std::string group_of(const std::string& name) { return name.substr(0, name.find(
 class TimedComm final : public Communicator {
  public:
   TimedComm(std::unique_ptr<Communicator> owned, Communicator* inner, PhaseTimer* timer)
-      : owned_(std::move(owned)), inner_(inner), timer_(timer), group_(group_of(inner_->name())) {}
+      : owned_(std::move(owned)), inner_(inner), timer_(timer) {
+    // Named once: the executor makes thousands of collectives per step.
+    const std::string g = group_of(inner_->name());
+    for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "all_gather_v", "reduce_scatter_v",
+                           "recv", "barrier"})
+      names_.push_back(g + " " + op);
+  }
 
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
   std::string name() const override { return inner_->name(); }
 
   void all_reduce(Ref buf, std::int64_t n, ReduceOp op) override {
-    ScopedPhase p(timer_, group_ + " all_reduce");
+    ScopedPhase p(timer_, names_[0]);
     inner_->all_reduce(buf, n, op);
   }
   void all_gather(CRef in, Ref out, std::int64_t n) override {
-    ScopedPhase p(timer_, group_ + " all_gather");
+    ScopedPhase p(timer_, names_[1]);
     inner_->all_gather(in, out, n);
   }
   void reduce_scatter(CRef in, Ref out, std::int64_t n) override {
-    ScopedPhase p(timer_, group_ + " reduce_scatter");
+    ScopedPhase p(timer_, names_[2]);
     inner_->reduce_scatter(in, out, n);
   }
   void all_gather_v(Ref buf, const std::vector<std::int64_t>& counts,
                     const std::vector<std::int64_t>& displs) override {
-    ScopedPhase p(timer_, group_ + " all_gather_v");
+    ScopedPhase p(timer_, names_[3]);
     inner_->all_gather_v(buf, counts, displs);
   }
   void reduce_scatter_v(Ref buf, const std::vector<std::int64_t>& counts,
                         const std::vector<std::int64_t>& displs) override {
-    ScopedPhase p(timer_, group_ + " reduce_scatter_v");
+    ScopedPhase p(timer_, names_[4]);
     inner_->reduce_scatter_v(buf, counts, displs);
   }
   std::unique_ptr<Request> isend(CRef buf, std::int64_t n, int peer, int tag) override {
     return inner_->isend(buf, n, peer, tag);
   }
   void recv(Ref buf, std::int64_t n, int peer, int tag) override {
-    ScopedPhase p(timer_, group_ + " recv");
+    ScopedPhase p(timer_, names_[5]);
     inner_->recv(buf, n, peer, tag);
   }
   void barrier() override {
-    ScopedPhase p(timer_, group_ + " barrier");
+    ScopedPhase p(timer_, names_[6]);
     inner_->barrier();
   }
 
@@ -53,7 +62,7 @@ class TimedComm final : public Communicator {
   std::unique_ptr<Communicator> owned_;  // null for a view
   Communicator* inner_;
   PhaseTimer* timer_;
-  std::string group_;
+  std::vector<std::string> names_;  // "<group> <op>", in the order of the constructor's list
 };
 
 }  // namespace
