@@ -46,6 +46,11 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateOptions* o) {
   c->add_option("--name", o->name, "the cluster's name (default calibrated-<host>)");
   c->add_option("--timeout", o->timeout_s, "seconds the whole run may take (default 600)")->check(CLI::PositiveNumber);
   c->add_option("--mpirun-args", o->mpirun_args, "extra arguments for mpirun, e.g. \"--hostfile hosts\"");
+  c->add_option("--save-samples", o->save_samples,
+                "also write what was measured (JSON) to this file, for --from-samples");
+  c->add_option("--from-samples", o->from_samples,
+                "fit the samples a --save-samples run wrote instead of measuring (backend, precision and ranks "
+                "are the saved run's)");
   c->add_option("--result-dir", o->result_dir, "(internal) where rank 0 writes the samples")->group("");
   return c;
 }
@@ -133,7 +138,7 @@ int local_rank(int rank) {
 // GEMMs (both dtypes), copies and the non-GEMM work (the precision's) on this rank.
 // `world`: all ranks (null for one), so that they start each step case together.
 RankSamples measure_compute(Device& dev, MemoryResource& mem, DType precision, bool quick,
-                            Communicator* world = nullptr, const std::function<Groups()>& dp_groups = {}) {
+                            Communicator* world = nullptr, const std::function<Groups(int, int)>& groups = {}) {
   RankSamples r;
   const std::vector<GemmCase> cases = gemm_cases(quick);
   for (DType t : {DType::kBf16, DType::kFp32}) {
@@ -142,7 +147,7 @@ RankSamples measure_compute(Device& dev, MemoryResource& mem, DType precision, b
   }
   r.copies = measure_copies(dev, mem, copy_sizes(quick), precision, timing(quick));
   r.work = measure_work(dev, mem, work_cases(quick), precision, timing(quick));
-  r.steps = measure_steps(dev, mem, step_cases(quick), precision, timing(quick), world, dp_groups);
+  r.steps = measure_steps(dev, mem, step_cases(quick), precision, timing(quick), world, groups);
   return r;
 }
 
@@ -221,6 +226,8 @@ Calibration new_calibration(const CalibrateOptions& o, int ranks, bool mpi) {
 
 void add_samples(Calibration* c, RankSamples s) { c->samples = std::move(s); }
 
+void save_samples(const std::string& path, const Calibration& c);
+
 int finish(CalibrateOptions& o, Calibration& c, std::ostream& out) {
   fit_calibration(&c);
   const std::string name = o.name.empty() ? "calibrated-" + c.host : o.name;
@@ -237,7 +244,10 @@ int run_worker(CalibrateOptions& o, Backend b, std::ostream& out) {
   const DType precision = o.precision == "fp32" ? DType::kFp32 : DType::kBf16;
   RankSamples mine;
   try {
-    if (rank == 0 && o.result_dir.empty()) check_writable(o.output);
+    if (rank == 0 && o.result_dir.empty()) {
+      check_writable(o.output);
+      if (!o.save_samples.empty()) check_writable(o.save_samples);
+    }
   } catch (const SpecError& e) {
     std::cerr << "paraplan: error: " << e.one_line() << "\n";
     mpi_abort(2);
@@ -247,7 +257,7 @@ int run_worker(CalibrateOptions& o, Backend b, std::ostream& out) {
     auto mem = make_memory(b, local_rank(rank));
     Groups all = make_groups(b, rank, 1, world, 1, false);
     mine = measure_compute(*dev, *mem, precision, o.quick, all.world.get(),
-                           [&] { return make_groups(b, rank, 1, world, 1, false); });
+                           [&](int tp, int dp) { return make_groups(b, rank, tp, dp, 1, false); });
     mine.collectives = measure_comm(b, *dev, *mem, rank, world, precision, o.quick);
   } catch (const std::exception& e) {
     // The other ranks would wait forever in their next collective: stop them all.
@@ -265,6 +275,7 @@ int run_worker(CalibrateOptions& o, Backend b, std::ostream& out) {
     } else {
       Calibration c = new_calibration(o, world, true);
       add_samples(&c, mean);
+      if (!o.save_samples.empty()) save_samples(o.save_samples, c);
       code = finish(o, c, out);
     }
   }
@@ -319,7 +330,57 @@ RankSamples launch(const CalibrateOptions& o) {
 
 }  // namespace
 
+namespace {
+
+constexpr const char* kSamplesFormat = "paraplan calibrate samples 1";
+
+void save_samples(const std::string& path, const Calibration& c) {
+  const nlohmann::json j = {{"format", kSamplesFormat}, {"backend", c.backend},
+                            {"precision", dtype_name(c.precision)}, {"ranks", c.ranks},
+                            {"cores", c.cores}, {"mpi", c.mpi}, {"host", c.host}, {"date", c.date},
+                            {"device", c.device_name}, {"memory_gib", c.memory_gib},
+                            {"memory_source", c.memory_source}, {"samples", samples_json(c.samples)}};
+  write_output(path, j.dump(1) + "\n");
+}
+
+Calibration load_samples(const std::string& path) {
+  if (!fs::exists(path)) throw SpecError(path, 0, "--from-samples", "no such file");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_file(path));
+  } catch (const nlohmann::json::exception&) {
+    throw SpecError(path, 0, "--from-samples", "not JSON; expected the file a --save-samples run wrote");
+  }
+  if (!j.is_object() || j.value("format", std::string()) != kSamplesFormat)
+    throw SpecError(path, 0, "format", std::string("expected \"") + kSamplesFormat + "\" (a --save-samples file)");
+  Calibration c;
+  try {
+    c.backend = j.at("backend");
+    c.precision = j.at("precision") == "fp32" ? DType::kFp32 : DType::kBf16;
+    c.ranks = j.at("ranks");
+    c.cores = j.at("cores");
+    c.mpi = j.at("mpi");
+    c.host = j.at("host");
+    c.date = j.at("date");
+    c.device_name = j.at("device");
+    c.memory_gib = j.at("memory_gib");
+    c.memory_source = j.at("memory_source");
+    c.samples = samples_from_json(j.at("samples"));
+  } catch (const nlohmann::json::exception& e) {
+    throw SpecError(path, 0, "samples", std::string("malformed: ") + e.what());
+  }
+  if (c.ranks < 1) throw SpecError(path, 0, "ranks", "expected a positive count");
+  return c;
+}
+
+}  // namespace
+
 int run_calibrate(CalibrateOptions& o, std::ostream& out) {
+  if (!o.from_samples.empty()) {
+    Calibration c = load_samples(o.from_samples);
+    check_writable(o.output);
+    return finish(o, c, out);
+  }
   Backend b;
   if (!parse_backend(o.backend, &b)) throw SpecError("--backend", 0, "", "expected cpu or gpu");
   if (!backend_available(b))
@@ -328,6 +389,7 @@ int run_calibrate(CalibrateOptions& o, std::ostream& out) {
     throw SpecError("--memory-gib", 0, "", "--backend gpu needs --memory-gib (the GPU's memory in GiB)");
   if (o.launcher == "none" && have_mpi()) return run_worker(o, b, out);
   check_writable(o.output);
+  if (!o.save_samples.empty()) check_writable(o.save_samples);
   const bool mpi = have_mpi() && o.ranks > 1;
   if (!have_mpi() && o.ranks > 1)
     out << "note: this paraplan was built without MPI: measuring GEMMs and memory only; the link numbers "
@@ -335,6 +397,7 @@ int run_calibrate(CalibrateOptions& o, std::ostream& out) {
   RankSamples s = mpi ? launch(o) : measure_compute(b, o.precision == "fp32" ? DType::kFp32 : DType::kBf16, o.quick);
   Calibration c = new_calibration(o, mpi ? o.ranks : 1, mpi);
   add_samples(&c, std::move(s));
+  if (!o.save_samples.empty()) save_samples(o.save_samples, c);
   return finish(o, c, out);
 }
 
@@ -361,6 +424,7 @@ nlohmann::json samples_json(const Samples& s) {
   j["steps"] = nlohmann::json::array();
   for (const StepSample& x : s.steps)
     j["steps"].push_back({{"model", x.what.model}, {"seq", x.what.seq}, {"batch", x.what.batch},
+                          {"tp", x.what.tp}, {"sp", x.what.sp}, {"zero", x.what.zero},
                           {"ranks", x.ranks}, {"dtype", dtype_name(x.dtype)}, {"seconds", x.seconds}});
   j["collectives"] = nlohmann::json::array();
   for (const CollectiveSample& x : s.collectives)
@@ -390,7 +454,8 @@ Samples samples_from_json(const nlohmann::json& j) {
   if (j.contains("steps"))
     for (const auto& x : j.at("steps")) {
       StepSample t;
-      t.what = StepCase{x.at("model"), x.at("seq"), x.at("batch")};
+      t.what = StepCase{x.at("model"), x.at("seq"), x.at("batch"), x.value("tp", 1), x.value("sp", false),
+                        x.value("zero", 0)};
       t.dtype = dtype_of(x.at("dtype"));
       t.seconds = x.at("seconds");
       t.ranks = x.value("ranks", 1);
@@ -470,6 +535,7 @@ Cluster calibrated_cluster(const Calibration& c, const std::string& name) {
   k.gemm_efficiency = c.step_fit.samples >= 2 ? c.step_fit.gemm_efficiency : c.gemm_fit.efficiency;
   k.hbm_efficiency = c.step_fit.samples >= 2 ? c.step_fit.hbm_efficiency : c.memory_fit.efficiency;
   k.attention_efficiency = c.step_fit.samples >= 3 ? c.step_fit.attention_efficiency : 0;
+  if (c.step_fit.latency_fitted) k.intra_node.latency_us = k.inter_node.latency_us = c.step_fit.latency_s * 1e6;
   return k;
 }
 
@@ -538,7 +604,13 @@ std::string calibrated_cluster_yaml(const Calibration& c, const std::string& nam
     y += "  # NOT MEASURED (one rank, or no MPI in this build): the copy rate stands in\n";
   }
   y += fmt::format("  bandwidth_gbs: {}\n", num(k.intra_node.bandwidth_gbs));
-  y += fmt::format("  # {}\n", c.mpi ? "α: latency per algorithm step of the same fit" : "NOT MEASURED: 1 µs stands in");
+  if (c.step_fit.latency_fitted)
+    y += fmt::format("  # α: latency per algorithm step, refitted to the training steps with many collectives\n"
+                     "  # (tp + sp, ZeRO 2), where each also waits for the slower rank (the collective fit\n"
+                     "  # above: {} µs)\n",
+                     num(c.link_fit.alpha_s * 1e6));
+  else
+    y += fmt::format("  # {}\n", c.mpi ? "α: latency per algorithm step of the same fit" : "NOT MEASURED: 1 µs stands in");
   y += fmt::format("  latency_us: {}\n", num(k.intra_node.latency_us));
   y += "  # the bandwidth above is already the achieved one\n  efficiency: 1\n";
   y += "inter_node:\n  # NOT MEASURED (one host): the intra-node numbers\n";
@@ -554,9 +626,9 @@ std::string calibrated_cluster_yaml(const Calibration& c, const std::string& nam
                    "# the executor's kernels of whole micro-batches (layers, embedding, output; {} of them): {} (RMS error {:.1f}%)\n",
                    c.memory_fit.samples, num(c.memory_fit.efficiency), 100 * c.memory_fit.rms_rel_error);
   if (c.step_fit.samples >= 2)
-    y += fmt::format("# both refitted, with attention_efficiency, to the executor's whole data-parallel training\n"
-                     "# steps over the calibrated ranks ({} of them): RMS error of the step time {:.1f}% with the\n"
-                     "# kernel fits, {:.1f}% with these\n",
+    y += fmt::format("# both refitted, with attention_efficiency, to the executor's whole training steps over the\n"
+                     "# calibrated ranks (data-parallel, tp + sp, ZeRO 2; {} of them): RMS error of the step time\n"
+                     "# {:.1f}% with the kernel fits, {:.1f}% with these\n",
                      c.step_fit.samples, 100 * c.step_fit.rms_rel_error_before, 100 * c.step_fit.rms_rel_error);
   y += fmt::format("gemm_efficiency: {}\n", num(k.gemm_efficiency));
   y += fmt::format("hbm_efficiency: {}\n", num(k.hbm_efficiency));
@@ -608,26 +680,30 @@ std::string render_calibration(const Calibration& c) {
                    c.memory_fit.bandwidth / 1e9, c.memory_fit.efficiency,
                    c.memory_fit.bandwidth * c.memory_fit.efficiency / 1e9, 100 * c.memory_fit.rms_rel_error,
                    c.memory_fit.samples);
-  o += fmt::format("\ntraining steps {} (the executor's data-parallel steps over the {} rank(s), each rank `batch`\n"
-                   "  sequences, gradient all-reduce included; against the model's step time)\n",
+  o += fmt::format("\ntraining steps {} (the executor's steps over the {} rank(s): dp = ranks / tp, each data-parallel\n"
+                   "  rank `batch` sequences, collectives included; against the model's step time)\n",
                    dtype_name(c.precision), c.samples.steps.empty() ? 1 : c.samples.steps.front().ranks);
-  o += fmt::format("  {:<13}{:>5}{:>7}{:>12}{:>14}{:>9}{:>12}{:>9}\n", "model", "seq", "batch", "measured",
-                   "kernel fits", "error", "step fit", "error");
+  o += fmt::format("  {:<13}{:<11}{:>5}{:>7}{:>12}{:>14}{:>9}{:>12}{:>9}\n", "model", "layout", "seq", "batch",
+                   "measured", "kernel fits", "error", "step fit", "error");
   {
     const Cluster kernel = kernel_fit_cluster(c);
     for (const StepSample& s : c.samples.steps) {
       const double before = model_step_time(s, kernel);
-      o += fmt::format("  {:<13}{:>5}{:>7}{:>9.2f} ms{:>11.2f} ms{:>9}{:>9.2f} ms{:>9}\n", s.what.model, s.what.seq,
-                       s.what.batch, 1e3 * s.seconds, 1e3 * before, err(before, s.seconds), 1e3 * s.fitted_s,
+      o += fmt::format("  {:<13}{:<11}{:>5}{:>7}{:>9.2f} ms{:>11.2f} ms{:>9}{:>9.2f} ms{:>9}\n", s.what.model,
+                       step_layout_label(s.what), s.what.seq, s.what.batch, 1e3 * s.seconds, 1e3 * before, err(before, s.seconds), 1e3 * s.fitted_s,
                        err(s.fitted_s, s.seconds));
     }
   }
   o += fmt::format("  fit: gemm_efficiency {:.4f} (kernels: {:.4f}), hbm_efficiency {:.4f} (kernels: {:.4f}), "
-                   "attention_efficiency {:.4f}; RMS error {:.1f}% (kernel fits: {:.1f}%) over {} steps; these are "
+                   "attention_efficiency {:.4f}{}; RMS error {:.1f}% (kernel fits: {:.1f}%) over {} steps; these are "
                    "written\n",
                    c.step_fit.gemm_efficiency, c.gemm_fit.efficiency, c.step_fit.hbm_efficiency,
-                   c.memory_fit.efficiency, c.step_fit.attention_efficiency, 100 * c.step_fit.rms_rel_error,
-                   100 * c.step_fit.rms_rel_error_before, c.step_fit.samples);
+                   c.memory_fit.efficiency, c.step_fit.attention_efficiency,
+                   c.step_fit.latency_fitted
+                       ? fmt::format(", link latency {:.2f} us per step (collectives: {:.2f})",
+                                     c.step_fit.latency_s * 1e6, c.link_fit.alpha_s * 1e6)
+                       : std::string(),
+                   100 * c.step_fit.rms_rel_error, 100 * c.step_fit.rms_rel_error_before, c.step_fit.samples);
   if (!c.mpi) {
     o += "\ncollectives: not measured (one rank, or no MPI in this build)\n";
     return o;

@@ -30,6 +30,8 @@ struct CalibrateOptions {
   double timeout_s = 600;
   std::string mpirun_args;
   std::string result_dir;  // internal: where rank 0 of a launched run writes its samples
+  std::string save_samples;  // also write the measured samples (JSON) here
+  std::string from_samples;  // fit these saved samples instead of measuring
 };
 
 CLI::App* add_calibrate_command(CLI::App& app, CalibrateOptions* o);

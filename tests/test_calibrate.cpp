@@ -169,6 +169,7 @@ TEST_CASE("the step fit recovers both efficiencies from whole training steps") {
   for (DType t : {DType::kFp32, DType::kBf16}) {
     std::vector<StepSample> steps;
     for (const StepCase& c : step_cases(false)) {
+      if (!step_case_fits(c, 1)) continue;  // one rank: the data-parallel cases
       StepSample s;
       s.what = c;
       s.dtype = t;
@@ -186,9 +187,52 @@ TEST_CASE("the step fit recovers both efficiencies from whole training steps") {
     CHECK(f.rms_rel_error < 1e-4);
     for (const StepSample& s : steps) CHECK(rel(s.fitted_s, s.seconds) < 1e-4);
   }
+  // On two ranks, with the tp + sp and ZeRO-2 cases, the link latency as the
+  // steps see it (25 µs per algorithm step) is recovered too, from the
+  // collective fit's 2 µs.
+  {
+    Cluster truth2 = truth, kernels2 = kernels;
+    for (Cluster* c : {&truth2, &kernels2}) {
+      c->intra_node = c->inter_node = Link{2.0, 2.0};
+      c->intra_comm_efficiency = c->inter_comm_efficiency = 1.0;
+    }
+    truth2.intra_node.latency_us = truth2.inter_node.latency_us = 25.0;
+    std::vector<StepSample> steps;
+    int many = 0;
+    for (const StepCase& c : step_cases(false)) {
+      StepSample s;
+      s.what = c;
+      s.dtype = DType::kFp32;
+      s.ranks = 2;
+      s.seconds = model_step_time(s, truth2);
+      steps.push_back(s);
+      many += c.tp > 1 || c.zero >= 2;
+    }
+    REQUIRE(many >= 2);
+    const StepFit f = fit_steps(steps, kernels2);
+    CHECK(f.latency_fitted);
+    CHECK(rel(f.latency_s, 25e-6) < 1e-3);
+    CHECK(rel(f.gemm_efficiency, 0.62) < 1e-3);
+    CHECK(rel(f.hbm_efficiency, 0.21) < 1e-3);
+    CHECK(rel(f.attention_efficiency, 0.4) < 1e-3);
+    // One rank (the data-parallel cases only): the latency is not fitted.
+    std::vector<StepSample> alone;
+    for (const StepCase& c : step_cases(false))
+      if (step_case_fits(c, 1)) {
+        StepSample s;
+        s.what = c;
+        s.dtype = DType::kFp32;
+        s.seconds = model_step_time(s, truth2);
+        alone.push_back(s);
+      }
+    const StepFit g = fit_steps(alone, kernels2);
+    CHECK_FALSE(g.latency_fitted);
+    CHECK(g.latency_s == 2e-6);
+  }
   // Efficiencies stay at most 1, whatever the samples say.
   std::vector<StepSample> fast;
   for (const StepCase& c : step_cases(true)) {
+    REQUIRE(step_case_fits(c, 1));
     StepSample s;
     s.what = c;
     s.dtype = DType::kFp32;
@@ -205,6 +249,42 @@ TEST_CASE("the step fit recovers both efficiencies from whole training steps") {
   CHECK(one.gemm_efficiency == 0.85);
   CHECK(one.hbm_efficiency == 0.15);
   CHECK(one.attention_efficiency == 0.85);
+}
+
+TEST_CASE("step cases name their layouts and run where they fit") {
+  const StepCase tp_sp{"gpt-small", 32, 8, 2, true, 0}, zero2{"llama-small", 32, 8, 1, false, 2},
+      dp{"gpt-small", 32, 8};
+  CHECK(step_layout_label(tp_sp) == "tp2 sp");
+  CHECK(step_layout_label(zero2) == "zero2");
+  CHECK(step_layout_label(dp) == "dp");
+  // Two ranks: tp 2 leaves dp 1; ZeRO 2 shards over dp 2.
+  const Layout a = step_layout(tp_sp, 2), b = step_layout(zero2, 2), c = step_layout(dp, 4);
+  CHECK((a.tp == 2 && a.dp == 1 && a.sp && a.zero == 0));
+  CHECK((b.tp == 1 && b.dp == 2 && !b.sp && b.zero == 2));
+  CHECK((c.tp == 1 && c.dp == 4 && c.gpus() == 4));
+  CHECK(step_case_fits(dp, 1));
+  CHECK_FALSE(step_case_fits(tp_sp, 1));
+  CHECK_FALSE(step_case_fits(tp_sp, 3));
+  CHECK(step_case_fits(tp_sp, 4));
+  CHECK_FALSE(step_case_fits(zero2, 1));
+  CHECK(step_case_fits(zero2, 2));
+  // The data-parallel step of two ranks prices the gradient all-reduce: with a
+  // slower link it costs more, by exactly the all-reduce's difference.
+  Cluster fast = roofline(0.03, 0.7, 16, 0.2), slow = fast;
+  fast.intra_node = fast.inter_node = Link{4.0, 1.0};
+  slow.intra_node = slow.inter_node = Link{1.0, 1.0};
+  for (Cluster* k : {&fast, &slow}) k->intra_comm_efficiency = k->inter_comm_efficiency = 1.0;
+  StepSample s;
+  s.what = dp;
+  s.dtype = DType::kFp32;
+  s.ranks = 2;
+  // gpt-small: 4 layers of 12·64² + 13·64 (QKV, out-proj, MLP with biases, two
+  // LayerNorms) + tied 250×64 embedding + 1024×64 learned positions (the work
+  // model's GPT-2 table) + final LayerNorm (2·64): 281,600 fp32 gradients; ring
+  // all-reduce of n = 2 moves 2·(1/2)·S bytes.
+  const double bytes = 4.0 * (4 * (12 * 64 * 64 + 13 * 64) + 250 * 64 + 1024 * 64 + 2 * 64);
+  const double want = bytes / 1e9 - bytes / 4e9;
+  CHECK(rel(model_step_time(s, slow) - model_step_time(s, fast), want) < 1e-6);
 }
 
 TEST_CASE("the work samples price what the model charges outside the linear GEMMs") {
@@ -322,9 +402,17 @@ TEST_CASE("the YAML says when the link was not measured or ranks were oversubscr
 TEST_CASE("paraplan calibrate --quick writes a cluster that plan accepts") {
   test::TempDir dir;
   const test::Result r =
-      test::run_paraplan({"calibrate", "--quick", "--ranks", "2", "--output", "@DIR@/cluster.yaml"}, dir.path());
+      test::run_paraplan({"calibrate", "--quick", "--ranks", "2", "--output", "@DIR@/cluster.yaml", "--save-samples",
+                          "@DIR@/samples.json"},
+                         dir.path());
   INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
   REQUIRE(r.code == 0);
+  // The saved samples fitted again give the same cluster, byte for byte.
+  const test::Result again =
+      test::run_paraplan({"calibrate", "--from-samples", "samples.json", "--output", "again.yaml"}, dir.path());
+  INFO("refit stderr: " << again.err);
+  CHECK(again.code == 0);
+  CHECK(test::read_file(dir.path() / "again.yaml") == test::read_file(dir.path() / "cluster.yaml"));
   CHECK(r.out.find("fit: peak") != std::string::npos);
   CHECK(r.out.find("RMS error") != std::string::npos);
   CHECK(r.out.find("wrote") != std::string::npos);
@@ -353,6 +441,8 @@ TEST_CASE("paraplan calibrate: bad input is one line and exit 2, with no file le
       {"no --output", {"calibrate", "--quick"}, "--output"},
       {"unknown backend", {"calibrate", "--backend", "tpu", "--output", "@DIR@/c.yaml"}, "--backend"},
       {"zero ranks", {"calibrate", "--ranks", "0", "--output", "@DIR@/c.yaml"}, "--ranks"},
+      {"samples file missing", {"calibrate", "--from-samples", "@DIR@/none.json", "--output", "@DIR@/c.yaml"},
+       "none.json"},
   };
   if (!backend_available(Backend::kGpu))
     rows.push_back({"gpu backend without CUDA", {"calibrate", "--backend", "gpu", "--output", "@DIR@/c.yaml"},
@@ -367,5 +457,17 @@ TEST_CASE("paraplan calibrate: bad input is one line and exit 2, with no file le
     CHECK(r.err.rfind("paraplan: error: ", 0) == 0);
     CHECK(r.err.find(row.err_has) != std::string::npos);
     CHECK(fs::is_empty(dir.path()));
+  }
+  // A samples file that is not one: named, exit 2, no cluster written.
+  for (const char* text : {"{", "{\"format\": \"something else\"}", "[1, 2]"}) {
+    INFO(text);
+    test::TempDir dir;
+    std::ofstream(dir.path() / "s.json") << text;
+    const test::Result r =
+        test::run_paraplan({"calibrate", "--from-samples", "@DIR@/s.json", "--output", "@DIR@/c.yaml"}, dir.path());
+    CHECK(r.code == 2);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK(r.err.find("s.json") != std::string::npos);
+    CHECK_FALSE(fs::exists(dir.path() / "c.yaml"));
   }
 }

@@ -86,6 +86,13 @@ void check_against_reference(const std::string& spec, const std::string& layout,
     const double step_mean = r.at("phase_totals_s").at("step").get<double>() / steps;
     CHECK(named <= step_mean * (1 + 1e-9));
     CHECK(named + terms.at("other").at("measured").get<double>() == Approx(step_mean).epsilon(1e-9));
+    // Every timed phase says how many intervals it summed: one "step" per step
+    // after the warm-up, at least one of anything else.
+    CHECK(r.at("phase_counts").at("step").get<double>() == steps);
+    for (const auto& [name, seconds] : r.at("phase_totals_s").items()) {
+      INFO(name);
+      CHECK(r.at("phase_counts").at(name).get<std::int64_t>() >= 1);
+    }
   }
   // Losses over 10 steps.
   const auto a = run.j.at("loss").get<std::vector<double>>(), b = ref.j.at("loss").get<std::vector<double>>();

@@ -486,26 +486,60 @@ std::vector<WorkSample> measure_work(Device& dev, MemoryResource& mem, const std
 std::vector<StepCase> step_cases(bool quick) {
   if (quick) return {{"gpt-small", 32, 2}, {"llama-small", 32, 2}};
   return {{"gpt-small", 32, 8},   {"gpt-small", 128, 4}, {"llama-small", 32, 8},
-          {"llama-small", 128, 4}, {"gpt-h256", 128, 2},  {"llama-h256", 128, 2}};
+          {"llama-small", 128, 4}, {"gpt-h256", 128, 2},  {"llama-h256", 128, 2},
+          // many collectives per step: tp 2 with sp (4 per layer and pass), ZeRO 2 (a
+          // reduce-scatter per gradient bucket and micro-batch)
+          {"gpt-small", 32, 8, 2, true, 0},   {"llama-small", 128, 4, 2, true, 0},
+          {"gpt-small", 128, 4, 1, false, 2}, {"llama-small", 32, 8, 1, false, 2}};
+}
+
+std::string step_layout_label(const StepCase& c) {
+  std::string s = c.tp > 1 ? "tp" + std::to_string(c.tp) + (c.sp ? " sp" : "") : "";
+  if (c.zero > 0) s += (s.empty() ? "zero" : " zero") + std::to_string(c.zero);
+  return s.empty() ? "dp" : s;
+}
+
+Layout step_layout(const StepCase& c, int ranks) {
+  Layout l;
+  l.tp = std::max(1, c.tp);
+  l.dp = std::max(1, ranks / l.tp);
+  l.sp = c.sp && l.tp > 1;
+  l.zero = c.zero;
+  return l;
+}
+
+bool step_case_fits(const StepCase& c, int ranks) {
+  const int tp = std::max(1, c.tp);
+  if (ranks % tp) return false;
+  return c.zero == 0 || ranks / tp >= 2;
 }
 
 namespace {
 double group_reduce(Communicator& comm, Device& dev, MemoryResource& mem, double v, ReduceOp op);
+
+// The spec of a step case: the work model, `batch` sequences per data-parallel
+// rank, the grad bucket of the time check's specs.
+Spec step_spec(const StepCase& c, DType dtype, const Cluster& cluster, const Layout& l) {
+  Spec spec = work_spec(find_model(c.model), c.seq, dtype, cluster);
+  spec.cluster.gpus_per_node = l.gpus();
+  spec.training.global_batch_size = c.batch * l.dp;
+  spec.training.grad_bucket_params = 20000;
+  spec.training.overlap_dp_comm = false;
+  return spec;
 }
+}  // namespace
 
 std::vector<StepSample> measure_steps(Device& dev, MemoryResource& mem, const std::vector<StepCase>& cases,
                                       DType dtype, const TimingOptions& opt, Communicator* world,
-                                      const std::function<Groups()>& dp_groups) {
+                                      const std::function<Groups(int tp, int dp)>& groups) {
   std::vector<StepSample> out;
-  const int ranks = world && dp_groups ? world->size() : 1;
+  const int ranks = world && groups ? world->size() : 1;
   for (const StepCase& c : cases) {
+    if (!step_case_fits(c, ranks)) continue;
     if (world) world->barrier();
     RunConfig cfg;
-    cfg.spec = work_spec(find_model(c.model), c.seq, dtype, Cluster{});
-    cfg.spec.cluster.gpus_per_node = ranks;
-    cfg.spec.training.global_batch_size = c.batch * ranks;
-    cfg.layout = one_rank();
-    cfg.layout.dp = ranks;
+    cfg.layout = step_layout(c, ranks);
+    cfg.spec = step_spec(c, dtype, Cluster{}, cfg.layout);
     cfg.rank = ranks > 1 ? world->rank() : 0;
     cfg.steps = std::max(1, opt.warmup) + std::max(1, opt.repetitions);
     // Runs of steps until 50 × min_seconds (1 s; 0.15 s quick) of measured
@@ -515,8 +549,8 @@ std::vector<StepSample> measure_steps(Device& dev, MemoryResource& mem, const st
     double measured = 0;
     for (bool more = true; more;) {
       TrackingAllocator alloc(&mem, -1);
-      Groups groups = ranks > 1 ? dp_groups() : make_local_groups(&dev, 0, 1, 1, 1, false);
-      const RankResult r = run_rank(cfg, dev, alloc, groups);
+      Groups g = ranks > 1 ? groups(cfg.layout.tp, cfg.layout.dp) : make_local_groups(&dev, 0, 1, 1, 1, false);
+      const RankResult r = run_rank(cfg, dev, alloc, g);
       for (std::size_t i = std::size_t(std::max(1, opt.warmup)); i < r.step_seconds.size(); ++i)
         steps.push_back(r.step_seconds[i]), measured += r.step_seconds[i];
       more = measured < 50 * opt.min_seconds;
@@ -534,14 +568,8 @@ std::vector<StepSample> measure_steps(Device& dev, MemoryResource& mem, const st
 }
 
 double model_step_time(const StepSample& s, const Cluster& c) {
-  Spec spec = work_spec(find_model(s.what.model), s.what.seq, s.dtype, c);
-  const int ranks = std::max(1, s.ranks);
-  spec.cluster.gpus_per_node = ranks;
-  spec.training.global_batch_size = s.what.batch * ranks;
-  spec.training.overlap_dp_comm = false;
-  Layout l = one_rank();
-  l.dp = ranks;
-  return estimate_time(spec, l).step_s;
+  const Layout l = step_layout(s.what, std::max(1, s.ranks));
+  return estimate_time(step_spec(s.what, s.dtype, c, l), l).step_s;
 }
 
 double model_work_time(const WorkSample& s, const Cluster& c) {
@@ -833,20 +861,27 @@ StepFit fit_steps(std::vector<StepSample>& samples, const Cluster& base) {
   f.gemm_efficiency = base.gemm_efficiency;
   f.hbm_efficiency = base.hbm_efficiency;
   f.attention_efficiency = base.attention_eff();
+  f.latency_s = base.intra_node.latency_us * 1e-6;
   std::vector<std::size_t> rows;
+  int many_collectives = 0;
   for (std::size_t i = 0; i < samples.size(); ++i)
-    if (samples[i].seconds > 0) rows.push_back(i);
+    if (samples[i].seconds > 0) {
+      rows.push_back(i);
+      if (samples[i].ranks > 1 && (samples[i].what.tp > 1 || samples[i].what.zero >= 2)) ++many_collectives;
+    }
   f.samples = int(rows.size());
-  // y = 1 / (gemm, hbm, attention efficiency): the model is (piecewise) linear in y.
-  using Vec3 = Eigen::Vector3d;
-  auto cluster = [&](const Vec3& y) {
+  // y = 1 / (gemm, hbm, attention efficiency) and α in µs: the model is
+  // (piecewise) linear in each.
+  using Vec4 = Eigen::Vector4d;
+  auto cluster = [&](const Vec4& y) {
     Cluster c = base;
     c.gemm_efficiency = 1 / y(0);
     c.hbm_efficiency = 1 / y(1);
     c.attention_efficiency = 1 / y(2);
+    c.intra_node.latency_us = c.inter_node.latency_us = y(3);
     return c;
   };
-  auto residuals = [&](const Vec3& y) {
+  auto residuals = [&](const Vec4& y) {
     const Cluster c = cluster(y);
     Eigen::VectorXd r(Eigen::Index(rows.size()));
     for (std::size_t k = 0; k < rows.size(); ++k) {
@@ -856,31 +891,43 @@ StepFit fit_steps(std::vector<StepSample>& samples, const Cluster& base) {
     return r;
   };
   auto rms = [&](const Eigen::VectorXd& r) { return r.size() ? std::sqrt(r.squaredNorm() / double(r.size())) : 0.0; };
-  Vec3 y(1 / f.gemm_efficiency, 1 / f.hbm_efficiency, 1 / f.attention_efficiency);
+  Vec4 y(1 / f.gemm_efficiency, 1 / f.hbm_efficiency, 1 / f.attention_efficiency, base.intra_node.latency_us);
   f.rms_rel_error_before = f.rms_rel_error = rms(residuals(y));
-  // With fewer samples than parameters, the attention rate stays tied to the GEMM rate.
-  const int params = rows.size() >= 3 ? 3 : 2;
+  // With fewer samples than parameters, the attention rate stays tied to the
+  // GEMM rate; the latency needs steps whose collectives are many.
+  f.latency_fitted = rows.size() >= 5 && many_collectives >= 2;
+  std::vector<int> params{0, 1};
+  if (rows.size() >= 3) params.push_back(2);
+  if (f.latency_fitted) params.push_back(3);
+  const bool tied = rows.size() < 3;
   if (rows.size() >= 2) {
     for (int iter = 0; iter < 50; ++iter) {
       const Eigen::VectorXd r = residuals(y);
-      Eigen::MatrixXd J(r.size(), params);
-      for (int p = 0; p < params; ++p) {
-        Vec3 yp = y;
-        yp(p) *= 1.01;
-        if (params == 2 && p == 0) yp(2) = yp(0);
-        J.col(p) = (residuals(yp) - r) / (0.01 * y(p));
+      Eigen::MatrixXd J(r.size(), Eigen::Index(params.size()));
+      for (std::size_t j = 0; j < params.size(); ++j) {
+        const int p = params[j];
+        Vec4 yp = y;
+        const double h = p == 3 ? std::max(0.01, 0.01 * y(3)) : 0.01 * y(p);
+        yp(p) += h;
+        if (tied && p == 0) yp(2) = yp(0);
+        J.col(Eigen::Index(j)) = (residuals(yp) - r) / h;
       }
       const Eigen::VectorXd step = solve_ls(J, -r);
-      Vec3 next = y;
-      for (int p = 0; p < params; ++p) next(p) = std::max(1.0, y(p) + step(p));  // efficiencies ≤ 1
-      if (params == 2) next(2) = next(0);
-      const bool done = (next - y).cwiseAbs().maxCoeff() <= 1e-9 * y.cwiseAbs().maxCoeff();
+      Vec4 next = y;
+      for (std::size_t j = 0; j < params.size(); ++j) {
+        const int p = params[j];
+        next(p) = p == 3 ? std::max(0.0, y(p) + step(Eigen::Index(j)))   // latency ≥ 0
+                         : std::max(1.0, y(p) + step(Eigen::Index(j)));  // efficiencies ≤ 1
+      }
+      if (tied) next(2) = next(0);
+      const bool done = (next - y).cwiseAbs().maxCoeff() <= 1e-9 * std::max(1.0, y.cwiseAbs().maxCoeff());
       y = next;
       if (done) break;
     }
     f.gemm_efficiency = 1 / y(0);
     f.hbm_efficiency = 1 / y(1);
     f.attention_efficiency = 1 / y(2);
+    f.latency_s = y(3) * 1e-6;
     f.rms_rel_error = rms(residuals(y));
   }
   const Cluster c = cluster(y);

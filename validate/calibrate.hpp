@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "costmodel/comm.hpp"
+#include "costmodel/layout.hpp"
 #include "costmodel/model.hpp"
 #include "validate/allocator.hpp"
 #include "validate/comm.hpp"
@@ -134,42 +135,57 @@ double model_work_time(const WorkSample& s, const Cluster& c);
 // Kernels timed one by one run on warm caches and skip what a step also does
 // (allocating and zeroing activations, copies between kernels, the next
 // kernel finding its inputs evicted). So the last measurement is the real
-// thing: the executor's training steps of a work model on one rank (tp = dp =
-// pp = 1, micro-batch 1), every rank at once as in a data-parallel step.
+// thing: the executor's training steps of a work model, every rank at once.
+// Most cases are data-parallel over all the ranks (ZeRO 0: one gradient
+// all-reduce per step); the others split the model (tp, sp) or shard the
+// gradients (ZeRO 2) so that a step makes hundreds of collectives, each
+// waiting for the slower rank: they price what a collective costs inside a
+// step, which back-to-back timings miss.
 struct StepCase {
   std::string model;  // a name from work_models()
   int seq = 0;        // sequence length
-  int batch = 0;      // sequences per step (= micro-batches)
+  int batch = 0;      // sequences per step per data-parallel rank (= micro-batches)
+  int tp = 1;         // tensor-parallel ranks; dp = ranks / tp
+  bool sp = false;    // sequence parallelism (with tp > 1)
+  int zero = 0;       // ZeRO stage
 };
+// "dp", "tp2 sp", "zero2", ...: the layout of a case, for reports.
+std::string step_layout_label(const StepCase& c);
+// The layout a case runs on `ranks` ranks (dp = ranks / tp, micro-batch 1).
+Layout step_layout(const StepCase& c, int ranks);
+// Whether a case can run on `ranks` ranks (tp divides them; ZeRO needs dp ≥ 2).
+bool step_case_fits(const StepCase& c, int ranks);
 struct StepSample {
   StepCase what;
   DType dtype = DType::kBf16;
-  // Data-parallel ranks of the step (each runs `what.batch` sequences and the
-  // gradient all-reduce joins them); 1: one rank alone.
+  // Ranks of the step (each data-parallel rank runs `what.batch` sequences
+  // and the gradient collectives join them); 1: one rank alone.
   int ranks = 1;
   // Median step after the warm-up steps, over runs of steps that add up to
   // 50 × TimingOptions::min_seconds of measured time.
   double seconds = 0;
   double fitted_s = 0;  // estimate_time(...).step_s with the fitted cluster
 };
-// The work models at sequence lengths 32 and 128 (gpt-h256, llama-h256: 128).
-// Length 64, which the time check (bench/calibration_check.py) validates, is
-// left out of the fit on purpose. quick: gpt-small and llama-small at 32.
+// The work models at sequence lengths 32 and 128 (gpt-h256, llama-h256: 128),
+// data-parallel; then gpt-small and llama-small with tp 2 + sp and with ZeRO 2
+// (measured only where step_case_fits). Length 64, which the time check
+// (bench/calibration_check.py) validates, is left out of the fit on purpose.
+// quick: gpt-small and llama-small at 32, data-parallel.
 std::vector<StepCase> step_cases(bool quick);
 // `world` (may be null): every rank's communicator; the ranks start each case
 // together after a barrier, so that they run their steps at the same time as
 // the ranks of a training step do (run alone, a rank gets the machine's caches
 // and memory bandwidth to itself and measures steps up to 30% faster here).
-// `dp_groups` (optional, with `world`): the groups of a data-parallel layout
-// over all ranks (tp = pp = 1, dp = world size); then every step is a real
-// data-parallel step, its gradient all-reduce included, so that what a
-// synchronised step costs beyond one rank's work (each collective waits for
-// the slower rank) is in the samples too.
+// `groups` (optional, with `world`): the groups of a layout over all ranks
+// (tp, dp = world size / tp, pp = 1); then every step is a real step of that
+// layout, its collectives included. Without them, or on one rank, only the
+// cases that fit one rank are measured, alone.
 std::vector<StepSample> measure_steps(Device& dev, MemoryResource& mem, const std::vector<StepCase>& cases,
                                       DType dtype, const TimingOptions& opt, Communicator* world = nullptr,
-                                      const std::function<Groups()>& dp_groups = {});
-// The time model's step for a step sample on cluster `c` (dp = ranks, no DP
-// overlap: the executor overlaps none; the link is `c`'s intra-node one).
+                                      const std::function<Groups(int tp, int dp)>& groups = {});
+// The time model's step for a step sample on cluster `c` (its layout on
+// `ranks` ranks, no DP overlap: the executor overlaps none; the link is `c`'s
+// intra-node one).
 double model_step_time(const StepSample& s, const Cluster& c);
 
 // ---- collectives ----
@@ -244,13 +260,22 @@ struct StepFit {
   double rms_rel_error_before = 0;  // of the model with `base`'s efficiencies (the kernel fits)
   double rms_rel_error = 0;         // after the fit
   int samples = 0;
+  // The link's latency per algorithm step as the steps see it (seconds):
+  // fitted when the samples include steps with many collectives (tp, ZeRO 2),
+  // else `base`'s (the collective fit's).
+  double latency_s = 0;
+  bool latency_fitted = false;
 };
 // gemm_efficiency, hbm_efficiency and attention_efficiency by Gauss-Newton on
 // the relative error of model_step_time against the measured steps (an Eigen
 // least-squares solve per iteration, the Jacobian by finite differences in
 // 1/efficiency), starting from `base`'s (the kernel-level fits); each stays
 // ≤ 1. The step cases vary the attention share (sequence 32 and 128, flash
-// for llama, not for gpt), which separates its rate from the GEMMs'. Fills
+// for llama, not for gpt), which separates its rate from the GEMMs'. With at
+// least five samples of which two have more than one collective per micro-
+// batch (tp, ZeRO 2), the link latency α is fitted with them (≥ 0; the
+// bandwidth stays `base`'s): inside a step each collective also waits for the
+// slower rank, which the back-to-back collective timings do not see. Fills
 // every sample's fitted_s. Two samples: the attention rate stays the GEMM
 // rate; fewer: `base`'s efficiencies, unchanged.
 StepFit fit_steps(std::vector<StepSample>& samples, const Cluster& base);

@@ -111,6 +111,7 @@ nlohmann::json rank_result_json(const RankResult& r) {
                    {"optimizer", r.phases.optimizer}, {"tp_comm", r.phases.tp_comm},
                    {"pp_comm", r.phases.pp_comm},     {"dp_comm", r.phases.dp_comm}};
   j["phase_totals_s"] = r.phase_totals_s;
+  j["phase_counts"] = r.phase_counts;
   nlohmann::json g = nlohmann::json::array();
   for (const GradCheck& c : r.grads) g.push_back({c.name, c.sum_sq, c.sum_w});
   j["grads"] = g;
@@ -132,6 +133,7 @@ RankResult rank_result_from_json(const nlohmann::json& j) {
   r.phases = PhaseSeconds{p.at("forward"), p.at("backward"), p.at("optimizer"),
                           p.at("tp_comm"), p.at("pp_comm"), p.at("dp_comm")};
   if (j.contains("phase_totals_s")) r.phase_totals_s = j.at("phase_totals_s").get<std::map<std::string, double>>();
+  if (j.contains("phase_counts")) r.phase_counts = j.at("phase_counts").get<std::map<std::string, std::int64_t>>();
   for (const auto& g : j.at("grads")) r.grads.push_back(GradCheck{g.at(0), g.at(1), g.at(2)});
   r.allocations = j.value("allocations", std::int64_t(0));
   return r;
@@ -175,6 +177,7 @@ nlohmann::json comparison_json(const Comparison& c) {
     const nlohmann::json rj = rank_result_json(r.measured);
     x["phases_s"] = rj["phases_s"];
     x["phase_totals_s"] = rj["phase_totals_s"];
+    x["phase_counts"] = rj["phase_counts"];
     nlohmann::json tt = nlohmann::json::object();
     for (const TimeTerm& t : r.time_terms) tt[t.name] = {{"predicted", t.predicted}, {"measured", t.measured}};
     x["time_terms_s"] = tt;

@@ -335,7 +335,10 @@ RankResult Exec::run() {
     if (k == 0 && cfg.steps > 1) timer.clear_totals();  // the first step warms caches; phases from step 2 on
   }
   r.phases = phase_seconds(timer);
-  for (const auto& [name, tot] : timer.totals()) r.phase_totals_s[name] = tot.ms / 1e3;
+  for (const auto& [name, tot] : timer.totals()) {
+    r.phase_totals_s[name] = tot.ms / 1e3;
+    r.phase_counts[name] = tot.count;
+  }
   for (int c = 0; c < kNumCategories; ++c) {
     r.peak.bytes[c] = A.stats(Category(c)).peak;
     r.peak_phase[c] = A.stats(Category(c)).peak_phase;

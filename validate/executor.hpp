@@ -63,6 +63,7 @@ struct RankResult {
   // same steps: "step", "forward", "backward", "optimizer", "pp send_wait" and
   // each collective as "<group> <op>" ("tp all_reduce", "dp all_gather_v", ...).
   std::map<std::string, double> phase_totals_s;
+  std::map<std::string, std::int64_t> phase_counts;  // intervals of each, same steps
   std::vector<GradCheck> grads;              // step 1, when grad_check
   std::int64_t allocations = 0;
 };
