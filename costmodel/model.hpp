@@ -114,6 +114,12 @@ inline constexpr int kMaxVocab = 1 << 24;
 inline constexpr int kMaxLayers = 1 << 16;
 inline constexpr int kMaxHeads = 1 << 14;
 inline constexpr int kMaxSeq = 1 << 22;
+
+// The longest sequence a model can take: a learned position table has one row
+// per position (GPT-2's n_positions); RoPE and the like have no table.
+inline int max_seq_length(const Model& m) {
+  return m.position_embedding == PositionEmbedding::kLearned ? m.max_position_embeddings : kMaxSeq;
+}
 inline constexpr int kMaxBatch = 1 << 24;
 
 // Bytes of one element.

@@ -173,7 +173,13 @@ int run_cli(int argc, char** argv, std::ostream& out) {
     Spec s = load_spec_file(plan_spec);
     apply_nodes(&s, plan_nodes);
     if (plan_gbs) s.training.global_batch_size = *plan_gbs;
-    if (plan_seq) s.training.seq_length = *plan_seq;
+    if (plan_seq) {
+      if (*plan_seq > max_seq_length(s.model))
+        throw SpecError("--seq-length", 0, "",
+                        fmt::format("expected at most {}, the max_position_embeddings of {} (learned positions)",
+                                    max_seq_length(s.model), s.model.name));
+      s.training.seq_length = *plan_seq;
+    }
     const Plan p = make_plan(s);
     const std::string text = render_plan(f, s, p, top);
     if (output.empty()) out << text;

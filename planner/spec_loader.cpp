@@ -150,13 +150,16 @@ Cluster load_cluster_file(const std::string& path) {
 
 namespace {
 
-void load_training(const MapReader& top, const std::string& file, Training* t) {
+void load_training(const MapReader& top, const std::string& file, const Model& m, Training* t) {
   if (!top.has("training")) top.fail("training", "missing required key");
   const MapReader r(top.child("training"), file, "training.",
                     {"seq_length", "global_batch_size", "precision", "grad_dtype", "optimizer",
                      "optimizer_state_bytes", "flash_attention", "grad_bucket_params",
                      "overlap_dp_comm"});
   t->seq_length = capped(r, "seq_length", r.get_int("seq_length", 1), kMaxSeq);
+  if (t->seq_length > max_seq_length(m))
+    r.fail("seq_length", "expected at most " + std::to_string(max_seq_length(m)) + ", the model's " +
+                             "max_position_embeddings (" + m.name + " has one learned position row per token)");
   t->global_batch_size = capped(r, "global_batch_size", r.get_int("global_batch_size", 1), kMaxBatch);
   t->precision = DType(r.opt_choice("precision", 0, {"bf16", "fp16", "fp32"}));
   // Default gradients: the compute precision (16-bit grads as in the ZeRO paper).
@@ -226,7 +229,7 @@ Spec load_spec_file(const std::string& path) {
   s.model = load_part<Model>(r, "model", path, load_model_file, model_from_yaml);
   s.cluster = load_part<Cluster>(r, "cluster", path, load_cluster_file, cluster_from_yaml);
   s.num_nodes = capped(r, "num_nodes", r.get_int("num_nodes", 1), kMaxGpus / s.cluster.gpus_per_node);
-  load_training(r, path, &s.training);
+  load_training(r, path, s.model, &s.training);
   s.memory_headroom = r.opt_number("memory_headroom", 0.05, 0.0, 1.0, false);
   load_search(r, path, &s.search);
   if (r.has("layout")) {

@@ -81,6 +81,8 @@ bool load_spec_into(Inputs* in, const std::string& path) {
 bool load_model_into(Inputs* in, const std::string& path) {
   return guarded(in, [&] {
     in->spec.model = load_model_file(path);
+    // Keep the sequence within a learned position table (as the spec loader demands).
+    in->spec.training.seq_length = std::min(in->spec.training.seq_length, max_seq_length(in->spec.model));
     in->model_label = in->spec.model.name + " (" + file_name(path) + ")";
   });
 }
@@ -176,7 +178,8 @@ void set_global_batch(Inputs* in, int gbs) {
   set_if(in, &in->spec.training.global_batch_size, std::clamp(gbs, 1, kMaxBatch));
 }
 void set_seq_length(Inputs* in, int seq) {
-  set_if(in, &in->spec.training.seq_length, std::clamp(seq, 1, kMaxSeq));
+  // Not past a learned position table (GPT-2: 1024 rows).
+  set_if(in, &in->spec.training.seq_length, std::clamp(seq, 1, max_seq_length(in->spec.model)));
 }
 void set_precision_of(Inputs* in, DType p) {
   Training& t = in->spec.training;

@@ -94,6 +94,15 @@ TEST_CASE("a bad file is an error message and the spec is kept", "[inputs]") {
   CHECK(in.error.empty());
   CHECK(in.spec.model.num_layers == 32);
   CHECK(in.revision == rev + 1);
+  // GPT-2 has 1024 learned positions (n_positions in its config.json): a longer
+  // sequence is cut to them on loading, and cannot be typed past them.
+  in.spec.training.seq_length = 4096;
+  REQUIRE(load_model_into(&in, repo("tests/data/hf/gpt2/config.json")));
+  CHECK(in.spec.training.seq_length == 1024);
+  set_seq_length(&in, 2048);
+  CHECK(in.spec.training.seq_length == 1024);
+  set_seq_length(&in, 512);
+  CHECK(in.spec.training.seq_length == 512);
 }
 
 TEST_CASE("the spec writer round-trips through the loader", "[inputs]") {
