@@ -80,6 +80,12 @@ struct Cluster {
   // as gemm_efficiency (the default; `paraplan calibrate` fits it).
   double attention_efficiency = 0;
   double attention_eff() const { return attention_efficiency > 0 ? attention_efficiency : gemm_efficiency; }
+  // Of the HBM bandwidth for the optimizer step (one fused streaming pass over
+  // gradients, state and weights, e.g. apex/PyTorch multi-tensor Adam), which
+  // can run nearer the copy rate than norms and activations do. 0: the same as
+  // hbm_efficiency (the default; `paraplan calibrate` fits it).
+  double optimizer_efficiency = 0;
+  double optimizer_eff() const { return optimizer_efficiency > 0 ? optimizer_efficiency : hbm_efficiency; }
   // nccl-tests busbw / line rate: 8xH100 NVSwitch all-reduce ~370 of 450 GB/s
   // (nccl-tests#212, FACTS.md) = 0.82; one 400 Gb/s NDR NIC ~47 of 50 GB/s
   // (nccl-tests#290, FACTS.md) = 0.94.

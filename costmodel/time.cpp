@@ -221,13 +221,15 @@ double dp_param_gather_time(const Spec& s, const Layout& l, const GroupPlacement
 // Optimizer step, memory-bound: per parameter shard it reads the gradient twice
 // (norm for clipping, then the update), reads and writes the optimizer state
 // (K bytes: fp32 master + Adam m, v; Rajbhandari et al. 2020 §3.1) and writes
-// the 16-bit weights (fp32 training: reads and writes the weights instead).
+// the 16-bit weights (fp32 training: reads and writes the weights instead), at
+// Cluster::optimizer_eff() of the HBM bandwidth.
 double optimizer_step_time(const Spec& s, const Layout& l, double params) {
   const Training& t = s.training;
   const double shard = l.zero >= 1 ? double(std::int64_t((params + l.dp - 1) / l.dp)) : params;
   const double wb = dtype_bytes(t.precision), gb = dtype_bytes(t.grad_dtype);
   const double weights = t.precision == DType::kFp32 ? 2 * wb : wb;
-  return memory_bound_time(shard * (2 * gb + 2 * t.optimizer_state_bytes + weights), s.cluster);
+  const double bytes = shard * (2 * gb + 2 * t.optimizer_state_bytes + weights);
+  return bytes / (s.cluster.gpu.hbm_bandwidth_gbs * 1e9 * s.cluster.optimizer_eff());
 }
 
 // ZeRO-2 and 3 keep only their shard of the gradients, so every micro-batch's

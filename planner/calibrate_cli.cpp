@@ -487,6 +487,7 @@ Cluster kernel_fit_cluster(const Calibration& c) {
   k.gpu.hbm_bandwidth_gbs = c.memory_fit.bandwidth / 1e9;
   k.gemm_efficiency = c.gemm_fit.efficiency;
   k.hbm_efficiency = c.memory_fit.efficiency;
+  k.optimizer_efficiency = c.memory_fit.optimizer_efficiency;  // 0 (no Adam samples): hbm_efficiency
   const bool measured = c.mpi && c.link_fit.bytes_per_s > 0;
   k.intra_node.bandwidth_gbs = measured ? c.link_fit.bytes_per_s / 1e9 : c.memory_fit.bandwidth / 1e9;
   k.intra_node.latency_us = measured ? c.link_fit.alpha_s * 1e6 : 1.0;
@@ -635,6 +636,12 @@ std::string calibrated_cluster_yaml(const Calibration& c, const std::string& nam
   if (k.attention_efficiency > 0)
     y += fmt::format("# the attention core's matrix products (flash or not), from the same step fit\n"
                      "attention_efficiency: {}\n", num(k.attention_efficiency));
+  if (k.optimizer_efficiency > 0)
+    y += fmt::format("# the optimizer step (one streaming pass): least-squares fit of the model's optimizer term\n"
+                     "# to the executor's Adam step over all parameters ({} models; RMS error {:.1f}%)\n"
+                     "optimizer_efficiency: {}\n",
+                     c.memory_fit.optimizer_samples, 100 * c.memory_fit.optimizer_rms_rel_error,
+                     num(k.optimizer_efficiency));
   return y;
 }
 
@@ -676,10 +683,15 @@ std::string render_calibration(const Calibration& c) {
                      s.what.seq, 1e3 * s.seconds, 1e3 * s.fitted_s, err(s.fitted_s, s.seconds), parts);
   }
   o += fmt::format("  fit: hbm_bandwidth {:.2f} GB/s (best copy), hbm_efficiency {:.4f} -> {:.3f} GB/s; RMS error "
-                   "{:.1f}% over {} micro-batches (layers + embedding/output; Adam is a check, not fitted)\n",
+                   "{:.1f}% over {} micro-batches (layers + embedding/output)\n",
                    c.memory_fit.bandwidth / 1e9, c.memory_fit.efficiency,
                    c.memory_fit.bandwidth * c.memory_fit.efficiency / 1e9, 100 * c.memory_fit.rms_rel_error,
                    c.memory_fit.samples);
+  if (c.memory_fit.optimizer_samples > 0)
+    o += fmt::format("  fit: optimizer_efficiency {:.4f} -> {:.3f} GB/s; RMS error {:.1f}% over {} Adam steps\n",
+                     c.memory_fit.optimizer_efficiency,
+                     c.memory_fit.bandwidth * c.memory_fit.optimizer_efficiency / 1e9,
+                     100 * c.memory_fit.optimizer_rms_rel_error, c.memory_fit.optimizer_samples);
   o += fmt::format("\ntraining steps {} (the executor's steps over the {} rank(s): dp = ranks / tp, each data-parallel\n"
                    "  rank `batch` sequences, collectives included; against the model's step time)\n",
                    dtype_name(c.precision), c.samples.steps.empty() ? 1 : c.samples.steps.front().ranks);

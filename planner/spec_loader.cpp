@@ -107,7 +107,7 @@ Cluster cluster_from_yaml(const YAML::Node& node, const std::string& file,
   const MapReader r(node, file, prefix,
                     {"name", "source", "gpu", "gpus_per_node", "intra_node", "inter_node",
                      "runtime_overhead_gib", "fragmentation", "gemm_efficiency",
-                     "hbm_efficiency", "attention_efficiency"});
+                     "hbm_efficiency", "attention_efficiency", "optimizer_efficiency"});
   Cluster c;
   c.name = r.get_string("name");
   c.source = r.opt_string("source", "");
@@ -133,6 +133,7 @@ Cluster cluster_from_yaml(const YAML::Node& node, const std::string& file,
   c.gemm_efficiency = r.opt_number("gemm_efficiency", c.gemm_efficiency, 1e-6, 1.0, true);
   c.hbm_efficiency = r.opt_number("hbm_efficiency", c.hbm_efficiency, 1e-6, 1.0, true);
   if (r.has("attention_efficiency")) c.attention_efficiency = r.get_number("attention_efficiency", 1e-6, 1.0, true);
+  if (r.has("optimizer_efficiency")) c.optimizer_efficiency = r.get_number("optimizer_efficiency", 1e-6, 1.0, true);
   c.runtime_overhead_gib = r.get_number("runtime_overhead_gib", 0, HUGE_VAL, true);
   c.fragmentation = r.get_number("fragmentation", 0, 1, false);
   return c;

@@ -132,14 +132,16 @@ TEST_CASE("the memory fit recovers hbm_efficiency through the time model") {
   const Cluster base = roofline(0.03, 0.7, 0, 0);
   struct Row {
     const char* name;
-    double bandwidth, efficiency;
+    double bandwidth, efficiency, optimizer;
   };
-  const Row rows[] = {{"CPU-like: 16 GB/s at 0.12", 16e9, 0.12}, {"GPU-like: 3350 GB/s at 0.8", 3350e9, 0.8}};
+  const Row rows[] = {{"CPU-like: 16 GB/s at 0.12, Adam at 0.3", 16e9, 0.12, 0.3},
+                      {"GPU-like: 3350 GB/s at 0.8, Adam at 0.9", 3350e9, 0.8, 0.9}};
   for (const Row& r : rows) {
     INFO(r.name);
     Cluster truth = base;
     truth.gpu.hbm_bandwidth_gbs = r.bandwidth / 1e9;
     truth.hbm_efficiency = r.efficiency;
+    truth.optimizer_efficiency = r.optimizer;
     std::vector<WorkSample> work;
     for (const WorkCase& c : work_cases(false)) {
       WorkSample s;
@@ -155,8 +157,23 @@ TEST_CASE("the memory fit recovers hbm_efficiency through the time model") {
     CHECK(rel(f.bandwidth, r.bandwidth) < 1e-12);
     CHECK(rel(f.efficiency, r.efficiency) < 1e-6);
     CHECK(f.rms_rel_error < 1e-6);
+    CHECK(f.optimizer_samples == 4);
+    CHECK(rel(f.optimizer_efficiency, r.optimizer) < 1e-9);
+    CHECK(f.optimizer_rms_rel_error < 1e-9);
     for (const WorkSample& s : work) CHECK(rel(s.fitted_s, s.seconds) < 1e-6);
   }
+  // By hand: gpt-small's Adam step in bf16 moves 30 B per parameter (bf16
+  // gradient read twice, 12 B of state read and written, bf16 weight written)
+  // over its 281,600 parameters (4 layers of 12·64² + 13·64, tied 250 × 64
+  // embedding, 1024 × 64 learned positions, final LayerNorm 2·64): 8,448,000 B,
+  // at 16 GB/s × 0.3 = 1.76 ms.
+  Cluster c = roofline(0.03, 0.7, 16, 0.12);
+  c.optimizer_efficiency = 0.3;
+  WorkSample adam;
+  adam.what = {WorkKind::kAdam, "gpt-small", 64};
+  adam.dtype = DType::kBf16;
+  CHECK(rel(model_work_time(adam, c), 8448000 / (16e9 * 0.3)) < 1e-12);
+  CHECK(rel(8448000 / (16e9 * 0.3), 1.76e-3) < 1e-12);
 }
 
 TEST_CASE("the step fit recovers both efficiencies from whole training steps") {
@@ -331,7 +348,7 @@ Calibration synthetic_calibration() {
   c.memory_gib = 11.5;
   c.memory_source = "test";
   c.gemm_fit = {25e9, 0.7, 0.1, 10};
-  c.memory_fit = {16e9, 0.125, 0.2, 4};
+  c.memory_fit = {16e9, 0.125, 0.2, 4, 0.375, 0.05, 4};
   c.link_fit = {0.8e-6, 3.2e9, 0.3, 24};
   c.samples.collectives = synthetic_collectives(0.8e-6, 3.2e9);
   c.step_fit = {0.6, 0.11, 0.35, 0.2, 0.05, 6};  // what is written: the step fit's
@@ -364,6 +381,7 @@ TEST_CASE("the cluster YAML loads back as the fitted cluster") {
       {"inter bandwidth_gbs", got.inter_node.bandwidth_gbs, 3.2},
       {"gemm_efficiency", got.gemm_efficiency, 0.6},
       {"hbm_efficiency", got.hbm_efficiency, 0.11},
+      {"optimizer_efficiency", got.optimizer_efficiency, 0.375},  // the memory fit's, not refitted
       {"attention_efficiency", got.attention_efficiency, 0.35},
       {"intra efficiency", got.intra_comm_efficiency, 1.0},
       {"runtime_overhead_gib", got.runtime_overhead_gib + 1, 1},

@@ -125,6 +125,22 @@ TEST_CASE("GEMM roofline, hand-computed", "[time]") {
   CHECK(attention_gemm_time(skinny, c, 2) == Approx(4.325376e-6).epsilon(1e-12));  // still memory-bound
 }
 
+TEST_CASE("The optimizer step streams its bytes at optimizer_efficiency", "[time]") {
+  // Llama-2-7B (6,738,415,616 parameters, the HF model card's count) on one
+  // H100, bf16 with 12-byte Adam state: per parameter the step reads the bf16
+  // gradient twice (4 B), reads and writes the state (24 B) and writes the bf16
+  // weight (2 B): 30 B. 202,152,468,480 B at 3350 GB/s.
+  Spec s = spec(1, 16, 1);
+  REQUIRE(total_params(s.model) == 6738415616);
+  const Layout l = resolved(s, "tp=1,pp=1,mbs=1");
+  const double bytes = 6738415616.0 * 30;
+  s.cluster.hbm_efficiency = 0.8;  // unset optimizer_efficiency: the hbm one
+  CHECK(estimate_time(s, l).optimizer_s == Approx(bytes / (3350e9 * 0.8)).epsilon(1e-12));  // 75.43 ms
+  s.cluster.optimizer_efficiency = 0.5;
+  CHECK(estimate_time(s, l).optimizer_s == Approx(bytes / (3350e9 * 0.5)).epsilon(1e-12));  // 120.69 ms
+  CHECK(bytes / (3350e9 * 0.5) == Approx(0.12068804).epsilon(1e-7));
+}
+
 TEST_CASE("Flash attention's FLOPs are priced at attention_efficiency", "[time]") {
   // Llama-2-7B, s = 4096, tp = 8, one micro-batch: the causal-free flash core is
   // QK^T and PV, 2 · 2·s²·d·(heads/tp) = 4 · 4096² · 128 · 4 = 3.436e10 FLOPs per

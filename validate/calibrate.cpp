@@ -852,6 +852,25 @@ MemoryFit fit_memory(const std::vector<CopySample>& copies, std::vector<WorkSamp
   f.rms_rel_error = rows.empty() ? 0 : std::sqrt(sum / double(rows.size()));
   f.samples = int(rows.size());
   c.hbm_efficiency = f.efficiency;
+  // The optimizer step, at its own rate: the model is m1 / efficiency (m1 at
+  // efficiency 1), so the relative residual is a·y − 1 with a = m1 / measured.
+  c.optimizer_efficiency = 1.0;
+  double sa = 0, saa = 0;
+  std::vector<double> a;
+  for (const WorkSample& s : work)
+    if (s.what.kind == WorkKind::kAdam && s.seconds > 0) {
+      a.push_back(model_work_time(s, c) / s.seconds);
+      sa += a.back(), saa += a.back() * a.back();
+    }
+  if (!a.empty() && saa > 0) {
+    const double y = std::max(1.0, sa / saa);  // efficiency ≤ 1
+    f.optimizer_efficiency = 1 / y;
+    double ss = 0;
+    for (double ai : a) ss += (ai * y - 1) * (ai * y - 1);
+    f.optimizer_rms_rel_error = std::sqrt(ss / double(a.size()));
+    f.optimizer_samples = int(a.size());
+  }
+  c.optimizer_efficiency = f.optimizer_efficiency;  // 0: hbm_efficiency
   for (WorkSample& s : work) s.fitted_s = model_work_time(s, c);
   return f;
 }

@@ -243,15 +243,23 @@ struct MemoryFit {
   double efficiency = 0;   // hbm_efficiency
   double rms_rel_error = 0;
   int samples = 0;
+  // optimizer_efficiency: the Adam step's own rate, fitted to the Adam samples
+  // alone (0 when there are none: the cluster then uses hbm_efficiency).
+  double optimizer_efficiency = 0;
+  double optimizer_rms_rel_error = 0;
+  int optimizer_samples = 0;
 };
 // The efficiency by least squares (Gauss-Newton on the relative error) of the
 // model against the measured non-GEMM work of whole micro-batches: for each
 // model and sequence length, its layers (the model's layer count) plus its
-// embedding and output, as a training step is made of them. Adam, once a
-// step, is not fitted, only checked. On `base` (its GEMM numbers price the
+// embedding and output, as a training step is made of them (Adam apart,
+// below). On `base` (its GEMM numbers price the
 // attention core) with hbm_bandwidth = the best copy rate (bandwidth ≤ 0) or
 // `bandwidth`. Fills every sample's fitted_s; the RMS error is over the
-// micro-batches fitted.
+// micro-batches fitted. The Adam samples (once a step, one streaming pass)
+// fit optimizer_efficiency on their own: the least-squares y = 1/efficiency of
+// the relative error, closed form y = Σa/Σa² with a = model at efficiency 1 /
+// measured (at most 1).
 MemoryFit fit_memory(const std::vector<CopySample>& copies, std::vector<WorkSample>& work, const Cluster& base,
                      double bandwidth = 0);
 

@@ -112,6 +112,7 @@ TEST_CASE("the spec writer round-trips through the loader", "[inputs]") {
     Spec a = load_spec_file(repo(f));
     a.memory_headroom = 0.0734;  // an edited value with many digits
     a.training.overlap_dp_comm = false;  // not the default
+    a.cluster.optimizer_efficiency = 0.6;  // set, not the default (hbm_efficiency)
     const fs::path tmp = fs::temp_directory_path() / "paraplan-gui-roundtrip.yaml";
     std::ofstream(tmp) << spec_to_yaml(a);
     const Spec b = load_spec_file(tmp.string());
@@ -125,6 +126,8 @@ TEST_CASE("the spec writer round-trips through the loader", "[inputs]") {
     CHECK(b.cluster.inter_node.bandwidth_gbs == a.cluster.inter_node.bandwidth_gbs);
     CHECK(b.cluster.intra_comm_efficiency == a.cluster.intra_comm_efficiency);
     CHECK(b.cluster.fragmentation == a.cluster.fragmentation);
+    CHECK(b.cluster.optimizer_efficiency == a.cluster.optimizer_efficiency);
+    CHECK(b.cluster.attention_efficiency == a.cluster.attention_efficiency);
     CHECK(b.num_nodes == a.num_nodes);
     CHECK(b.training.seq_length == a.training.seq_length);
     CHECK(b.training.grad_dtype == a.training.grad_dtype);
