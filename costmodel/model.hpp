@@ -126,6 +126,12 @@ inline constexpr int kMaxSeq = 1 << 22;
 inline int max_seq_length(const Model& m) {
   return m.position_embedding == PositionEmbedding::kLearned ? m.max_position_embeddings : kMaxSeq;
 }
+// What a sequence longer than that is told ("expected at most 2048, the
+// model's max_position_embeddings (...)"), for the loader, the CLI and the executor.
+inline std::string seq_length_limit_message(const Model& m) {
+  return "expected at most " + std::to_string(max_seq_length(m)) + ", the model's max_position_embeddings (" +
+         m.name + " has one learned position row per token)";
+}
 inline constexpr int kMaxBatch = 1 << 24;
 
 // Bytes of one element.

@@ -226,7 +226,48 @@ Calibration new_calibration(const CalibrateOptions& o, int ranks, bool mpi) {
 
 void add_samples(Calibration* c, RankSamples s) { c->samples = std::move(s); }
 
-void save_samples(const std::string& path, const Calibration& c);
+// ---- samples files (--save-samples, --from-samples) ----
+
+constexpr const char* kSamplesFormat = "paraplan calibrate samples 1";
+
+void save_samples(const std::string& path, const Calibration& c) {
+  const nlohmann::json j = {{"format", kSamplesFormat}, {"backend", c.backend},
+                            {"precision", dtype_name(c.precision)}, {"ranks", c.ranks},
+                            {"cores", c.cores}, {"mpi", c.mpi}, {"host", c.host}, {"date", c.date},
+                            {"device", c.device_name}, {"memory_gib", c.memory_gib},
+                            {"memory_source", c.memory_source}, {"samples", samples_json(c.samples)}};
+  write_output(path, j.dump(1) + "\n");
+}
+
+Calibration load_samples(const std::string& path) {
+  if (!fs::exists(path)) throw SpecError(path, 0, "--from-samples", "no such file");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_file(path));
+  } catch (const nlohmann::json::exception&) {
+    throw SpecError(path, 0, "--from-samples", "not JSON; expected the file a --save-samples run wrote");
+  }
+  if (!j.is_object() || j.value("format", std::string()) != kSamplesFormat)
+    throw SpecError(path, 0, "format", std::string("expected \"") + kSamplesFormat + "\" (a --save-samples file)");
+  Calibration c;
+  try {
+    c.backend = j.at("backend");
+    c.precision = j.at("precision") == "fp32" ? DType::kFp32 : DType::kBf16;
+    c.ranks = j.at("ranks");
+    c.cores = j.at("cores");
+    c.mpi = j.at("mpi");
+    c.host = j.at("host");
+    c.date = j.at("date");
+    c.device_name = j.at("device");
+    c.memory_gib = j.at("memory_gib");
+    c.memory_source = j.at("memory_source");
+    c.samples = samples_from_json(j.at("samples"));
+  } catch (const nlohmann::json::exception& e) {
+    throw SpecError(path, 0, "samples", std::string("malformed: ") + e.what());
+  }
+  if (c.ranks < 1) throw SpecError(path, 0, "ranks", "expected a positive count");
+  return c;
+}
 
 int finish(CalibrateOptions& o, Calibration& c, std::ostream& out) {
   fit_calibration(&c);
@@ -326,51 +367,6 @@ RankSamples launch(const CalibrateOptions& o) {
   fs::remove_all(dir, ec);
   if (!failure.empty()) throw std::runtime_error("calibrate: " + failure);
   return r;
-}
-
-}  // namespace
-
-namespace {
-
-constexpr const char* kSamplesFormat = "paraplan calibrate samples 1";
-
-void save_samples(const std::string& path, const Calibration& c) {
-  const nlohmann::json j = {{"format", kSamplesFormat}, {"backend", c.backend},
-                            {"precision", dtype_name(c.precision)}, {"ranks", c.ranks},
-                            {"cores", c.cores}, {"mpi", c.mpi}, {"host", c.host}, {"date", c.date},
-                            {"device", c.device_name}, {"memory_gib", c.memory_gib},
-                            {"memory_source", c.memory_source}, {"samples", samples_json(c.samples)}};
-  write_output(path, j.dump(1) + "\n");
-}
-
-Calibration load_samples(const std::string& path) {
-  if (!fs::exists(path)) throw SpecError(path, 0, "--from-samples", "no such file");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_file(path));
-  } catch (const nlohmann::json::exception&) {
-    throw SpecError(path, 0, "--from-samples", "not JSON; expected the file a --save-samples run wrote");
-  }
-  if (!j.is_object() || j.value("format", std::string()) != kSamplesFormat)
-    throw SpecError(path, 0, "format", std::string("expected \"") + kSamplesFormat + "\" (a --save-samples file)");
-  Calibration c;
-  try {
-    c.backend = j.at("backend");
-    c.precision = j.at("precision") == "fp32" ? DType::kFp32 : DType::kBf16;
-    c.ranks = j.at("ranks");
-    c.cores = j.at("cores");
-    c.mpi = j.at("mpi");
-    c.host = j.at("host");
-    c.date = j.at("date");
-    c.device_name = j.at("device");
-    c.memory_gib = j.at("memory_gib");
-    c.memory_source = j.at("memory_source");
-    c.samples = samples_from_json(j.at("samples"));
-  } catch (const nlohmann::json::exception& e) {
-    throw SpecError(path, 0, "samples", std::string("malformed: ") + e.what());
-  }
-  if (c.ranks < 1) throw SpecError(path, 0, "ranks", "expected a positive count");
-  return c;
 }
 
 }  // namespace

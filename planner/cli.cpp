@@ -175,9 +175,7 @@ int run_cli(int argc, char** argv, std::ostream& out) {
     if (plan_gbs) s.training.global_batch_size = *plan_gbs;
     if (plan_seq) {
       if (*plan_seq > max_seq_length(s.model))
-        throw SpecError("--seq-length", 0, "",
-                        fmt::format("expected at most {}, the max_position_embeddings of {} (learned positions)",
-                                    max_seq_length(s.model), s.model.name));
+        throw SpecError("--seq-length", 0, "", seq_length_limit_message(s.model));
       s.training.seq_length = *plan_seq;
     }
     const Plan p = make_plan(s);

@@ -159,8 +159,7 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
                      "overlap_dp_comm"});
   t->seq_length = capped(r, "seq_length", r.get_int("seq_length", 1), kMaxSeq);
   if (t->seq_length > max_seq_length(m))
-    r.fail("seq_length", "expected at most " + std::to_string(max_seq_length(m)) + ", the model's " +
-                             "max_position_embeddings (" + m.name + " has one learned position row per token)");
+    r.fail("seq_length", seq_length_limit_message(m));
   t->global_batch_size = capped(r, "global_batch_size", r.get_int("global_batch_size", 1), kMaxBatch);
   t->precision = DType(r.opt_choice("precision", 0, {"bf16", "fp16", "fp32"}));
   // Default gradients: the compute precision (16-bit grads as in the ZeRO paper).

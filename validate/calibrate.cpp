@@ -547,9 +547,11 @@ std::vector<StepSample> measure_steps(Device& dev, MemoryResource& mem, const st
     // second, and a few steps would catch one swing.
     std::vector<double> steps;
     double measured = 0;
+    // The groups once per case (a communicator split is collective, and on
+    // NCCL costly); run_rank only views them.
+    Groups g = ranks > 1 ? groups(cfg.layout.tp, cfg.layout.dp) : make_local_groups(&dev, 0, 1, 1, 1, false);
     for (bool more = true; more;) {
       TrackingAllocator alloc(&mem, -1);
-      Groups g = ranks > 1 ? groups(cfg.layout.tp, cfg.layout.dp) : make_local_groups(&dev, 0, 1, 1, 1, false);
       const RankResult r = run_rank(cfg, dev, alloc, g);
       for (std::size_t i = std::size_t(std::max(1, opt.warmup)); i < r.step_seconds.size(); ++i)
         steps.push_back(r.step_seconds[i]), measured += r.step_seconds[i];

@@ -357,9 +357,8 @@ RankResult run_rank(const RunConfig& cfg, Device& dev, TrackingAllocator& alloc,
   // The spec loader refuses this; a caller building its own spec must too
   // (the position lookup would read past the table).
   if (cfg.spec.training.seq_length > max_seq_length(cfg.spec.model))
-    throw std::invalid_argument("run_rank: seq_length " + std::to_string(cfg.spec.training.seq_length) +
-                                " exceeds the learned position table's " +
-                                std::to_string(cfg.spec.model.max_position_embeddings) + " rows");
+    throw std::invalid_argument("run_rank: seq_length " + std::to_string(cfg.spec.training.seq_length) + ": " +
+                                seq_length_limit_message(cfg.spec.model));
   detail::Exec e(cfg, dev, alloc, groups);
   return e.run();
 }

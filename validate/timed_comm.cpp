@@ -1,5 +1,6 @@
 #include "validate/timed_comm.hpp"
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -15,9 +16,7 @@ class TimedComm final : public Communicator {
       : owned_(std::move(owned)), inner_(inner), timer_(timer) {
     // Named once: the executor makes thousands of collectives per step.
     const std::string g = group_of(inner_->name());
-    for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "all_gather_v", "reduce_scatter_v",
-                           "recv", "barrier"})
-      names_.push_back(g + " " + op);
+    for (int op = 0; op < kOps; ++op) names_[op] = g + " " + kOpNames[op];
   }
 
   int rank() const override { return inner_->rank(); }
@@ -25,36 +24,36 @@ class TimedComm final : public Communicator {
   std::string name() const override { return inner_->name(); }
 
   void all_reduce(Ref buf, std::int64_t n, ReduceOp op) override {
-    ScopedPhase p(timer_, names_[0]);
+    ScopedPhase p(timer_, names_[kAllReduce]);
     inner_->all_reduce(buf, n, op);
   }
   void all_gather(CRef in, Ref out, std::int64_t n) override {
-    ScopedPhase p(timer_, names_[1]);
+    ScopedPhase p(timer_, names_[kAllGather]);
     inner_->all_gather(in, out, n);
   }
   void reduce_scatter(CRef in, Ref out, std::int64_t n) override {
-    ScopedPhase p(timer_, names_[2]);
+    ScopedPhase p(timer_, names_[kReduceScatter]);
     inner_->reduce_scatter(in, out, n);
   }
   void all_gather_v(Ref buf, const std::vector<std::int64_t>& counts,
                     const std::vector<std::int64_t>& displs) override {
-    ScopedPhase p(timer_, names_[3]);
+    ScopedPhase p(timer_, names_[kAllGatherV]);
     inner_->all_gather_v(buf, counts, displs);
   }
   void reduce_scatter_v(Ref buf, const std::vector<std::int64_t>& counts,
                         const std::vector<std::int64_t>& displs) override {
-    ScopedPhase p(timer_, names_[4]);
+    ScopedPhase p(timer_, names_[kReduceScatterV]);
     inner_->reduce_scatter_v(buf, counts, displs);
   }
   std::unique_ptr<Request> isend(CRef buf, std::int64_t n, int peer, int tag) override {
     return inner_->isend(buf, n, peer, tag);
   }
   void recv(Ref buf, std::int64_t n, int peer, int tag) override {
-    ScopedPhase p(timer_, names_[5]);
+    ScopedPhase p(timer_, names_[kRecv]);
     inner_->recv(buf, n, peer, tag);
   }
   void barrier() override {
-    ScopedPhase p(timer_, names_[6]);
+    ScopedPhase p(timer_, names_[kBarrier]);
     inner_->barrier();
   }
 
@@ -62,7 +61,10 @@ class TimedComm final : public Communicator {
   std::unique_ptr<Communicator> owned_;  // null for a view
   Communicator* inner_;
   PhaseTimer* timer_;
-  std::vector<std::string> names_;  // "<group> <op>", in the order of the constructor's list
+  enum Op { kAllReduce, kAllGather, kReduceScatter, kAllGatherV, kReduceScatterV, kRecv, kBarrier, kOps };
+  static constexpr const char* kOpNames[kOps] = {"all_reduce",       "all_gather", "reduce_scatter", "all_gather_v",
+                                                 "reduce_scatter_v", "recv",       "barrier"};
+  std::array<std::string, kOps> names_;  // "<group> <op>" by Op
 };
 
 }  // namespace
