@@ -12,13 +12,15 @@ std::int64_t tensor_bytes(const SavedTensor& t, const ActShape& a) {
   return split ? elems * per_elem / a.tp : elems * per_elem;
 }
 
-TensorList layer_saved_tensors(const Model& m, bool flash) {
+TensorList layer_saved_tensors(const Model& m, bool flash, const ActivationVariant& v) {
   const std::int64_t h = m.hidden_size, q = m.q_width(), kv = m.kv_width(),
                      heads = m.num_attention_heads;
   const bool attn_drop = m.attention_dropout > 0, hid_drop = m.hidden_dropout > 0;
   TensorList l;
   // Attention block (pre-norm).
+  const std::int64_t stats = m.normalization == Normalization::kRmsNorm ? 1 : 2;  // rstd (+ mean)
   l.add({"attn_norm", "input", h, 0, ElemKind::kAct, Shard::kSp, false});
+  if (v.norm_saves_stats) l.add({"attn_norm", "fp32 statistics", stats, 0, ElemKind::kFp32, Shard::kSp, false});
   l.add({"qkv_linear", "input (norm output)", h, 0, ElemKind::kAct, Shard::kSp, false});
   if (flash) {
     // Flash attention saves Q, K, V, its output (counted as out_proj's input)
@@ -26,6 +28,10 @@ TensorList layer_saved_tensors(const Model& m, bool flash) {
     l.add({"flash_attention", "Q", q, 0, ElemKind::kAct, Shard::kTp, false});
     l.add({"flash_attention", "K", kv, 0, ElemKind::kAct, Shard::kTp, false});
     l.add({"flash_attention", "V", kv, 0, ElemKind::kAct, Shard::kTp, false});
+    // MHA: Q is a view of the contiguous [3, b, s, a, d] copy, which stays
+    // whole, and K, V live in a second, concatenated copy.
+    if (v.mha_keeps_qkv_copy && m.num_kv_heads == m.num_attention_heads)
+      l.add({"qkv_copy", "K, V slots of the [3,b,s,a,d] copy", 2 * kv, 0, ElemKind::kAct, Shard::kTp, false});
     // Flash attention's core saves nothing quadratic, so selective
     // recomputation has nothing to drop: the log-sum-exp stays (Korthikanti
     // et al. §5 recompute the s×s tensors flash never stores).
@@ -46,9 +52,12 @@ TensorList layer_saved_tensors(const Model& m, bool flash) {
   if (hid_drop) l.add({"attn_residual_dropout", "mask", h, 0, ElemKind::kMask, Shard::kSp, false});
   // MLP block.
   l.add({"mlp_norm", "input", h, 0, ElemKind::kAct, Shard::kSp, false});
+  if (v.norm_saves_stats) l.add({"mlp_norm", "fp32 statistics", stats, 0, ElemKind::kFp32, Shard::kSp, false});
   l.add({"fc1", "input (norm output)", h, 0, ElemKind::kAct, Shard::kSp, false});
   l.add({m.activation == Activation::kSwiglu ? "swiglu" : "gelu", "input", m.ffn_in_width(), 0,
          ElemKind::kAct, Shard::kTp, false});
+  if (v.swiglu_saves_silu_output && m.activation == Activation::kSwiglu)
+    l.add({"swiglu", "SiLU output (unfused multiply)", m.ffn_hidden_size, 0, ElemKind::kAct, Shard::kTp, false});
   l.add({"fc2", "input (activation output)", m.ffn_hidden_size, 0, ElemKind::kAct, Shard::kTp,
          false});
   if (hid_drop) l.add({"mlp_residual_dropout", "mask", h, 0, ElemKind::kMask, Shard::kSp, false});
@@ -72,18 +81,20 @@ TensorList output_saved_tensors(const Model& m) {
   return l;
 }
 
-std::int64_t layer_activation_bytes(const Model& m, bool flash, Recompute r, const ActShape& a) {
+std::int64_t layer_activation_bytes(const Model& m, bool flash, Recompute r, const ActShape& a,
+                                    const ActivationVariant& v) {
   if (r == Recompute::kFull) {
     const SavedTensor input{"layer", "input", m.hidden_size, 0, ElemKind::kAct, Shard::kSp, false};
     return tensor_bytes(input, a);
   }
   std::int64_t sum = 0;
-  for (const SavedTensor& t : layer_saved_tensors(m, flash))
+  for (const SavedTensor& t : layer_saved_tensors(m, flash, v))
     if (!(r == Recompute::kSelective && t.core_attention)) sum += tensor_bytes(t, a);
   return sum;
 }
 
-TransientPeak layer_transient_peak(const Model& m, bool flash, Recompute r, const ActShape& a) {
+TransientPeak layer_transient_peak(const Model& m, bool flash, Recompute r, const ActShape& a,
+                                   const ActivationVariant& v) {
   const std::int64_t sb = a.s * a.b, tp = a.tp, e = a.act_bytes;
   const std::int64_t X = sb * m.hidden_size * e / (a.sp ? tp : 1);  // hidden state, sequence-sharded with SP
   const std::int64_t H = sb * m.hidden_size * e;                    // full hidden state (row-parallel partial sum)
@@ -92,8 +103,8 @@ TransientPeak layer_transient_peak(const Model& m, bool flash, Recompute r, cons
   const std::int64_t D = m.hidden_dropout > 0 ? sb * m.hidden_size / (a.sp ? tp : 1) : 0;  // 1-byte mask
   const std::int64_t RS = a.sp ? X : 0;  // a reduce-scatter's output, alive with its input
   const std::int64_t DX = m.hidden_dropout > 0 ? X : 0;  // gradient through a residual dropout
-  const std::int64_t none = layer_activation_bytes(m, flash, Recompute::kNone, a);
-  const std::int64_t core = none - layer_activation_bytes(m, flash, Recompute::kSelective, a);
+  const std::int64_t none = layer_activation_bytes(m, flash, Recompute::kNone, a, v);
+  const std::int64_t core = none - layer_activation_bytes(m, flash, Recompute::kSelective, a, v);
   const std::int64_t scratch = 8 * a.s;  // attention backward: 2·s fp32
   TransientPeak p;
   auto at = [&](std::int64_t bytes, const char* phase) {

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 
+#include "costmodel/frameworks/profile.hpp"
 #include "costmodel/layout.hpp"
 #include "costmodel/model.hpp"
 
@@ -32,7 +33,7 @@ struct SavedTensor {
 };
 
 struct TensorList {
-  std::array<SavedTensor, 24> items{};
+  std::array<SavedTensor, 32> items{};
   int size = 0;
   void add(const SavedTensor& t) { items[size++] = t; }
   const SavedTensor* begin() const { return items.data(); }
@@ -49,8 +50,9 @@ struct ActShape {
 // Bytes of one saved tensor for one micro-batch on one tp rank.
 std::int64_t tensor_bytes(const SavedTensor& t, const ActShape& a);
 
-// What one transformer layer saves with no recomputation.
-TensorList layer_saved_tensors(const Model& m, bool flash_attention);
+// What one transformer layer saves with no recomputation, under a framework's
+// variants (fused or unfused SwiGLU, extra QKV copies, norm statistics).
+TensorList layer_saved_tensors(const Model& m, bool flash_attention, const ActivationVariant& v = {});
 // What the first stage saves for the embedding, and the last for the final
 // norm, output layer and cross-entropy.
 TensorList embedding_saved_tensors(const Model& m);
@@ -59,7 +61,8 @@ TensorList output_saved_tensors(const Model& m);
 // Bytes one layer keeps for backward per micro-batch under a recompute mode:
 // none keeps all; selective drops the attention core's tensors (Korthikanti
 // §5.1); full keeps only the layer input (Chen et al. 2016).
-std::int64_t layer_activation_bytes(const Model& m, bool flash, Recompute r, const ActShape& a);
+std::int64_t layer_activation_bytes(const Model& m, bool flash, Recompute r, const ActShape& a,
+                                    const ActivationVariant& v = {});
 
 // Peak of the short-lived buffers around one layer (everything that is not a
 // saved activation, a parameter or a communication buffer), and where it
@@ -72,6 +75,7 @@ struct TransientPeak {
   std::int64_t bytes = 0;
   const char* phase = "";
 };
-TransientPeak layer_transient_peak(const Model& m, bool flash, Recompute r, const ActShape& a);
+TransientPeak layer_transient_peak(const Model& m, bool flash, Recompute r, const ActShape& a,
+                                   const ActivationVariant& v = {});
 
 }  // namespace paraplan

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "costmodel/activations.hpp"
+#include "costmodel/frameworks/profile.hpp"
 #include "costmodel/schedule.hpp"
 
 namespace paraplan {
@@ -62,15 +63,15 @@ std::string count(std::int64_t n) {
 struct BreakdownSink {
   MemoryBreakdown m;
   template <class F>
-  void add(Category c, const char*, std::int64_t bytes, F&&) { m[c] += bytes; }
+  void add(Category c, const char*, std::int64_t bytes, F&&, const char* = nullptr) { m[c] += bytes; }
 };
 
 // Explain sink: keeps every term with its formula.
 struct TermSink {
   std::vector<Term> terms;
   template <class F>
-  void add(Category c, const char* name, std::int64_t bytes, F&& formula) {
-    terms.push_back(Term{c, name, formula(), bytes});
+  void add(Category c, const char* name, std::int64_t bytes, F&& formula, const char* source = nullptr) {
+    terms.push_back(Term{c, name, formula(), bytes, source ? source : ""});
   }
 };
 
@@ -98,21 +99,23 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
   const Training& t = s.training;
   const StageParams sp = stage_params(m, l, stage);
   const std::int64_t psi = sp.total();
+  const Profile& prof = profile(t.framework);
   const int wbytes = dtype_bytes(t.precision), gbytes = dtype_bytes(t.grad_dtype);
-  const double k = t.optimizer_state_bytes;
   const int dp = l.dp;
   const bool first = stage == 0, last = stage == l.pp - 1;
 
-  // Model state (Rajbhandari et al. 2020 §5: (2 + 2 + K)Ψ split by stage).
-  const ModelState ms = model_state_bytes(psi, l.zero, dp, wbytes, gbytes, k);
-  const auto sharded = [&](double per, bool split) {
-    return split ? fmt::format("{:g} B x {} params / dp {}", per, count(psi), dp)
-                 : fmt::format("{:g} B x {} params", per, count(psi));
-  };
-  out.add(Category::kWeights, l.zero >= 3 ? "parameters (ZeRO-3 shard)" : "parameters", ms.weights,
-          [&] { return sharded(wbytes, l.zero >= 3); });
-  out.add(Category::kGradients, l.zero >= 2 ? "gradients (ZeRO-2 shard)" : "gradients",
-          ms.gradients, [&] { return sharded(gbytes, l.zero >= 2); });
+  // Model state: the framework's buffers, whole or sharded over dp
+  // (Rajbhandari et al. 2020 §5 for ZeRO; costmodel/frameworks/ per stack).
+  const std::int64_t shard = ceil_div(psi, dp);
+  StateBuffers buffers;
+  prof.state_buffers(t, l, &buffers);
+  for (const StateBuffer& b : buffers) {
+    const std::int64_t bytes = std::int64_t(std::llround(b.bytes_per_param * double(b.sharded ? shard : psi)));
+    out.add(b.category, b.name, bytes, [&] {
+      return b.sharded ? fmt::format("{:g} B x {} params / dp {}", b.bytes_per_param, count(psi), dp)
+                       : fmt::format("{:g} B x {} params", b.bytes_per_param, count(psi));
+    }, b.source);
+  }
   if (l.zero >= 2 && dp > 1 && m.tie_embeddings && l.pp > 1 && (first || last)) {
     // The tied embedding's two copies must sum their gradients across stages
     // after the last micro-batch, so that one stays whole until then.
@@ -123,14 +126,12 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
     out.add(Category::kGradients, "tied embedding gradient (whole)", rows * gbytes,
             [&] { return fmt::format("vocab/tp x h = {} params x {} B", count(rows), gbytes); });
   }
-  out.add(Category::kOptimizer, t.optimizer == OptimizerKind::kAdam ? "Adam state" : "SGD state",
-          ms.optimizer, [&] { return sharded(k, l.zero >= 1); });
 
   // Activations saved for backward, times the micro-batches in flight.
   const ActShape a{t.seq_length, l.mbs, l.tp, l.sp, dtype_bytes(t.precision)};
   const int micro = num_microbatches(s, l);
   const int in_flight = in_flight_chunks(l, micro, stage);
-  const std::int64_t per_layer = layer_activation_bytes(m, t.flash_attention, l.recompute, a);
+  const std::int64_t per_layer = layer_activation_bytes(m, t.flash_attention, l.recompute, a, prof.act);
   const std::int64_t layers_per_chunk = m.num_layers / (l.pp * l.vpp);
   out.add(Category::kActivations, "transformer layers", in_flight * layers_per_chunk * per_layer,
           [&] {
@@ -141,7 +142,7 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
                                : l.vpp > 1                    ? "interleaved 1F1B"
                                                               : "1F1B",
                                layers_per_chunk, human(per_layer), recompute_name(l.recompute));
-          });
+          }, prof.act.layer_spec);
   if (first) {
     const int n0 = in_flight_of_chunk(l, micro, stage, 0);
     std::int64_t emb = 0;
@@ -164,55 +165,71 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
             [&] { return fmt::format("{} in flight x 4 B x s {} x b {}", nl, a.s, a.b); });
     out.add(Category::kActivations, "cross-entropy fp32 softmax", nl * softmax, [&] {
       return fmt::format("{} in flight x 4 B x s {} x b {} x vocab/tp {}", nl, a.s, a.b, vocab);
-    });
+    }, prof.loss.source);
   }
 
   // Transient: the largest set of short-lived buffers at any point of the step
   // (costmodel/activations.cpp walks one layer; the head and embedding here).
-  const TransientPeak lt = layer_transient_peak(m, t.flash_attention, l.recompute, a);
+  const TransientPeak lt = layer_transient_peak(m, t.flash_attention, l.recompute, a, prof.act);
   const std::int64_t X = a.s * a.b * m.hidden_size * a.act_bytes / (l.sp ? l.tp : 1);
   const std::int64_t H = a.s * a.b * m.hidden_size * a.act_bytes;
   TransientPeak peak = lt;
-  std::string head_formula;
+  const int per_logit = (prof.loss.act_logits_live ? a.act_bytes : 0) + 4 * prof.loss.extra_fp32_copies;
   if (last) {
-    // Logits (activation dtype, before the fp32 cast) and fp32 max | sum |
-    // target | loss per token; then the output layer's input gradient H and
-    // the residual gradient X.
-    const std::int64_t logits = a.s * a.b * vocab * a.act_bytes + 16 * a.s * a.b;
+    // At the loss's forward peak, besides the saved fp32 softmax: the logits
+    // in the activation dtype if still referenced, any extra fp32 copies
+    // (framework profile), and fp32 max | sum | target | loss per token; then
+    // the output layer's input gradient H and the residual gradient X.
+    const std::int64_t logits = a.s * a.b * vocab * per_logit + 16 * a.s * a.b;
     if (logits > peak.bytes) peak = {logits, "logits"};
     if (H + X > peak.bytes) peak = {H + X, "output layer backward: input grad + residual grad"};
   }
   if (first && l.sp && H > peak.bytes) peak = {H, "embedding: partial sum before the reduce-scatter"};
   out.add(Category::kTransient, "short-lived buffers (peak)", peak.bytes, [&] {
     if (std::string_view(peak.phase) == "logits")
-      return fmt::format("logits {} B x s {} x b {} x vocab/tp {} + 16 B x s x b (cross-entropy row statistics)",
-                         a.act_bytes, a.s, a.b, vocab);
+      return fmt::format("logits {} B x s {} x b {} x vocab/tp {} + 16 B x s x b (cross-entropy row statistics) [{}]",
+                         per_logit, a.s, a.b, vocab, prof.loss.source);
     return fmt::format("{} ({})", peak.phase, human(peak.bytes));
   });
 
   // Communication buffers.
-  if (l.zero >= 3) {
-    std::int64_t biggest = sp.layer;
-    if (first) biggest = std::max(biggest, sp.embedding);
-    if (last) biggest = std::max(biggest, sp.output);
-    out.add(Category::kComm, "ZeRO-3 gathered parameters", 2 * biggest * wbytes, [&] {
-      return fmt::format("2 (current + prefetch) x {} params x {} B", count(biggest), wbytes);
-    });
+  std::int64_t biggest = sp.layer;  // the largest group gathered at once (a layer, or the embedding)
+  if (first) biggest = std::max(biggest, sp.embedding);
+  if (last) biggest = std::max(biggest, sp.output);
+  if (l.zero >= 3 || (l.zero == 2 && prof.zero2_keeps_params_unsharded)) {
+    const bool whole = l.zero == 2;
+    const std::int64_t params = whole ? psi : prof.gathered_groups * biggest;
+    out.add(Category::kComm, whole ? "unsharded parameters (kept through backward)" : "ZeRO-3 gathered parameters",
+            params * wbytes, [&] {
+              return whole ? fmt::format("{} params x {} B", count(psi), wbytes)
+                           : fmt::format("{} (current + prefetch) x {} params x {} B", prof.gathered_groups, count(biggest),
+                                         wbytes);
+            });
+    if (prof.group_grad_bytes_per_param > 0)
+      out.add(Category::kComm, "unsharded gradients + reduce-scatter input (one group)",
+              std::int64_t(std::llround(prof.group_grad_bytes_per_param * double(biggest))), [&] {
+                return fmt::format("{:g} B x {} params [{}]", prof.group_grad_bytes_per_param, count(biggest), prof.gathered);
+              });
   }
-  if (l.zero >= 2 && dp > 1) {
+  const std::int64_t bucket_size = bucket_params(prof, t);
+  if (prof.bucket_rule == BucketRule::kShardedGrads && l.zero >= 2 && dp > 1) {
     // A bucket holds whole gradient groups (a weight and its bias), so at least the largest.
     const std::int64_t group = largest_grad_group(m, l, stage);
-    const std::int64_t bucket = std::min(std::max(t.grad_bucket_params, group), psi);
+    const std::int64_t bucket = std::min(std::max(bucket_size, group), psi);
     out.add(Category::kComm, "gradient reduce-scatter bucket", bucket * gbytes, [&] {
       return fmt::format("min(max(bucket {}, largest weight+bias {}), {}) params x {} B",
-                         count(t.grad_bucket_params), count(group), count(psi), gbytes);
+                         count(bucket_size), count(group), count(psi), gbytes);
     });
   }
-  if (l.sp) {
+  if (prof.bucket_rule == BucketRule::kFixedIpg && (l.zero == 1 || l.zero == 2))
+    out.add(Category::kComm, "IPG reduce bucket", bucket_size * wbytes, [&] {
+      return fmt::format("reduce_bucket_size {} x {} B [{}]", count(bucket_size), wbytes, prof.bucket);
+    });
+  if (l.sp && prof.sp_gather_buffer_persistent) {
     const std::int64_t gather = a.s * a.b * m.hidden_size * a.act_bytes;
     out.add(Category::kComm, "sequence-parallel all-gather buffer", gather, [&] {
       return fmt::format("{} B x s {} x b {} x h {}", a.act_bytes, a.s, a.b, m.hidden_size);
-    });
+    }, prof.sp_gather);
   }
   if (l.pp > 1) {
     // One send buffer per direction this rank sends in (receives land in the
@@ -279,12 +296,12 @@ std::vector<Term> stage_terms(const Spec& s, const Layout& l, int stage) {
   sink.terms.push_back(Term{Category::kRuntime, "CUDA context, cuBLAS, NCCL",
                             fmt::format("runtime_overhead_gib {:g} GiB (cluster spec)",
                                         s.cluster.runtime_overhead_gib),
-                            rt});
+                            rt, "cluster spec runtime_overhead_gib"});
   const std::int64_t frag = std::int64_t(std::llround(s.cluster.fragmentation * double(tensors)));
   sink.terms.push_back(Term{Category::kFragmentation, "allocator slack",
                             fmt::format("fragmentation {:g} x tensors {}", s.cluster.fragmentation,
                                         human(tensors)),
-                            frag});
+                            frag, "cluster spec fragmentation"});
   return sink.terms;
 }
 

@@ -62,6 +62,7 @@ struct Term {
   std::string name;     // e.g. "Adam state"
   std::string formula;  // with the numbers put in
   std::int64_t bytes;
+  std::string source;   // where the term comes from (framework profile: repo@commit file:line)
 };
 
 // Memory of one rank of `stage`. The layout must be resolved (resolve_layout).

@@ -19,6 +19,26 @@ const char* position_embedding_name(PositionEmbedding p) {
 }
 const char* optimizer_name(OptimizerKind o) { return o == OptimizerKind::kAdam ? "adam" : "sgd"; }
 
+const char* framework_name(Framework f) {
+  switch (f) {
+    case Framework::kMegatron: return "megatron";
+    case Framework::kDeepSpeed: return "deepspeed";
+    case Framework::kFsdp: return "fsdp";
+    case Framework::kNanotron: return "nanotron";
+    case Framework::kParaplan: return "paraplan";
+  }
+  return "?";
+}
+
+bool parse_framework(const std::string& text, Framework* out) {
+  for (int i = 0; i < kNumFrameworks; ++i)
+    if (text == framework_name(Framework(i))) {
+      *out = Framework(i);
+      return true;
+    }
+  return false;
+}
+
 double default_optimizer_state_bytes(OptimizerKind o, DType precision) {
   const double master = precision == DType::kFp32 ? 0 : 4;  // fp32 master copy of 16-bit weights
   return o == OptimizerKind::kAdam ? master + 8 : master + 4;  // Adam m+v; SGD momentum

@@ -12,6 +12,11 @@ enum class Normalization { kLayerNorm, kRmsNorm };
 enum class PositionEmbedding { kRope, kLearned };
 enum class DType { kBf16, kFp16, kFp32 };
 enum class OptimizerKind { kAdam, kSgd };
+// The training stack whose memory accounting a prediction follows
+// (costmodel/frameworks/): Megatron-LM (the default), DeepSpeed, PyTorch
+// FSDP2/torchtitan, nanotron, or paraplan's own executor (what validate runs).
+enum class Framework { kMegatron, kDeepSpeed, kFsdp, kNanotron, kParaplan };
+inline constexpr int kNumFrameworks = 5;
 
 struct Model {
   std::string name;
@@ -94,6 +99,7 @@ struct Cluster {
 };
 
 struct Training {
+  Framework framework = Framework::kMegatron;
   int seq_length = 0;
   int global_batch_size = 0;  // sequences per optimizer step
   DType precision = DType::kBf16;
@@ -106,6 +112,7 @@ struct Training {
   bool optimizer_state_bytes_given = false;
   bool flash_attention = false;
   std::int64_t grad_bucket_params = 40'000'000;  // ZeRO-2/3 reduce bucket (Megatron DDP default 40M)
+  bool grad_bucket_params_given = false;         // else the framework's default bucket
   // DP/ZeRO communication overlaps compute (Megatron --overlap-grad-reduce and
   // --overlap-param-gather, DeepSpeed prefetch). false: it all adds to the step
   // (plain PyTorch DDP without buckets, or paraplan's own executors).
@@ -141,6 +148,10 @@ const char* activation_name(Activation a);
 const char* normalization_name(Normalization n);
 const char* position_embedding_name(PositionEmbedding p);
 const char* optimizer_name(OptimizerKind o);
+const char* framework_name(Framework f);
+// "megatron" -> kMegatron; false for an unknown name.
+bool parse_framework(const std::string& text, Framework* out);
+inline constexpr const char* kFrameworkChoices = "megatron, deepspeed, fsdp, nanotron or paraplan";
 
 // Default optimizer state in bytes/param: Adam keeps fp32 m and v, plus an
 // fp32 master copy when training in 16-bit (Rajbhandari et al. 2020, K = 12).

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "costmodel/frameworks/profile.hpp"
+
 namespace paraplan {
 
 const char* invalid_name(Invalid r) {
@@ -16,6 +18,7 @@ const char* invalid_name(Invalid r) {
     case Invalid::kVpp: return "vpp_invalid";
     case Invalid::kInterleavedMicrobatches: return "microbatches_not_divisible_by_pp";
     case Invalid::kTpAcrossNodes: return "tp_across_nodes";
+    case Invalid::kFramework: return "not_in_framework";
     case Invalid::kCount: break;
   }
   return "?";
@@ -34,6 +37,7 @@ std::optional<Invalid> layout_invalid(const Spec& s, const Layout& l, bool check
   if (m.num_layers % (l.pp * l.vpp)) return Invalid::kLayersPp;
   if (s.training.global_batch_size % (l.dp * l.mbs)) return Invalid::kBatch;
   if (l.interleaved() && num_microbatches(s, l) % l.pp) return Invalid::kInterleavedMicrobatches;
+  if (framework_unsupported(profile(s.training.framework), l)) return Invalid::kFramework;
   return std::nullopt;
 }
 
@@ -100,6 +104,12 @@ std::optional<LayoutProblem> resolve_layout(const Spec& s, Layout* l, bool check
                            "tp = " + to_string(l->tp) + " spans more than one node (gpus_per_node " +
                                to_string(s.cluster.gpus_per_node) +
                                "); set search.allow_tp_across_nodes: true to allow it"};
+    case Invalid::kFramework: {
+      const bool zero = !profile(t.framework).zero_supported[l->zero];
+      return LayoutProblem{*r, zero ? "zero" : "recompute",
+                           std::string("framework ") + framework_name(t.framework) + ": " +
+                               framework_unsupported(profile(t.framework), *l)};
+    }
     case Invalid::kCount: break;
   }
   return LayoutProblem{*r, "layout", invalid_name(*r)};

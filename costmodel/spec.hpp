@@ -46,6 +46,7 @@ enum class Invalid {
   kVpp,             // vpp > 1 without pp > 1, or with GPipe
   kInterleavedMicrobatches,  // interleaved 1F1B needs micro-batches % pp == 0
   kTpAcrossNodes,   // tp larger than a node without the search flag
+  kFramework,       // a ZeRO stage or recompute policy the framework does not have
   kCount
 };
 const char* invalid_name(Invalid r);

@@ -33,9 +33,19 @@ struct LayoutOptions {
   std::string format = "table";
   std::optional<int> nodes;
   LayoutRequest req;
-  std::string layout, megatron, deepspeed;
-  CLI::Option *layout_opt = nullptr, *megatron_opt = nullptr, *deepspeed_opt = nullptr;
+  std::string layout, megatron, deepspeed, framework;
+  CLI::Option *layout_opt = nullptr, *megatron_opt = nullptr, *deepspeed_opt = nullptr, *framework_opt = nullptr;
 };
+
+const char* kFrameworkHelp =
+    "whose memory accounting to predict: megatron | deepspeed | fsdp | nanotron | paraplan "
+    "(overrides training.framework; --megatron-args implies megatron, --deepspeed-config deepspeed)";
+
+// --framework NAME, checked here so that a bad name is a one-line error naming the flag.
+void apply_framework(Spec* s, const std::string& name) {
+  if (!parse_framework(name, &s->training.framework))
+    throw SpecError("--framework", 0, "", std::string("expected ") + kFrameworkChoices + ", got '" + name + "'");
+}
 
 void add_layout_options(CLI::App* cmd, LayoutOptions* o) {
   cmd->add_option("SPEC", o->spec, "plan spec (YAML)")->required();
@@ -44,6 +54,7 @@ void add_layout_options(CLI::App* cmd, LayoutOptions* o) {
   o->megatron_opt = cmd->add_option("--megatron-args", o->megatron,
                   "the layout as Megatron-LM arguments, e.g. \"--tensor-model-parallel-size 8 ...\"");
   o->deepspeed_opt = cmd->add_option("--deepspeed-config", o->deepspeed, "the layout from a DeepSpeed JSON config");
+  o->framework_opt = cmd->add_option("--framework", o->framework, kFrameworkHelp);
   cmd->add_option("--nodes", o->nodes, "override num_nodes of the spec")->check(CLI::Range(1, kMaxGpus));
   cmd->add_option("--format", o->format, "table | json | markdown")
       ->check(CLI::IsMember({"table", "json", "markdown", "md"}));
@@ -74,6 +85,10 @@ Loaded load(LayoutOptions& o) {
   if (o.layout_opt->count()) o.req.layout = o.layout;
   if (o.megatron_opt->count()) o.req.megatron_args = o.megatron;
   if (o.deepspeed_opt->count()) o.req.deepspeed_config = o.deepspeed;
+  // The flag wins; else a launch configuration names its own framework.
+  if (o.framework_opt->count()) apply_framework(&r.spec, o.framework);
+  else if (o.deepspeed_opt->count()) r.spec.training.framework = Framework::kDeepSpeed;  // also Megatron-DeepSpeed
+  else if (o.megatron_opt->count()) r.spec.training.framework = Framework::kMegatron;
   r.layout = layout_from_sources(&r.spec, o.spec, o.req);
   return r;
 }
@@ -103,7 +118,7 @@ int run_cli(int argc, char** argv, std::ostream& out) {
   add_layout_options(check, &ck);
   check->add_flag("-v,--verbose", verbose, "print the verdict line also when the layout fits");
 
-  std::string plan_spec, plan_format = "table", output;
+  std::string plan_spec, plan_format = "table", output, plan_framework;
   std::optional<int> plan_nodes, plan_gbs, plan_seq;
   int top = 10;
   CLI::App* plan = app.add_subcommand(
@@ -117,6 +132,7 @@ int run_cli(int argc, char** argv, std::ostream& out) {
   plan->add_option("--format", plan_format, "table | json | csv | markdown")
       ->check(CLI::IsMember({"table", "json", "csv", "markdown", "md"}));
   plan->add_option("--output", output, "write the report to FILE instead of stdout");
+  CLI::Option* plan_framework_opt = plan->add_option("--framework", plan_framework, kFrameworkHelp);
 
   ValidateOptions vo;
   CLI::App* validate = add_validate_command(app, &vo);
@@ -173,6 +189,7 @@ int run_cli(int argc, char** argv, std::ostream& out) {
     Spec s = load_spec_file(plan_spec);
     apply_nodes(&s, plan_nodes);
     if (plan_gbs) s.training.global_batch_size = *plan_gbs;
+    if (plan_framework_opt->count()) apply_framework(&s, plan_framework);
     if (plan_seq) {
       if (*plan_seq > max_seq_length(s.model))
         throw SpecError("--seq-length", 0, "", seq_length_limit_message(s.model));

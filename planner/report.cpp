@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "costmodel/frameworks/profile.hpp"
 #include "costmodel/schedule.hpp"
 
 namespace paraplan {
@@ -49,6 +50,7 @@ json layout_json(const Spec& s, const Layout& l, const MemoryEstimate& e) {
   j["params"] = {{"total", e.params_total}, {"per_rank", e.params_per_rank}};
   j["model"] = s.model.name;
   j["cluster"] = s.cluster.name;
+  j["framework"] = framework_name(s.training.framework);
   j["num_gpus"] = s.num_gpus();
   j["num_microbatches"] = num_microbatches(s, l);
   return j;
@@ -65,6 +67,7 @@ std::string header(const Spec& s, const Layout& l, const MemoryEstimate& e) {
   o += fmt::format("cluster  {} x {} = {} GPUs ({}, {:.2f} GiB)\n", s.num_nodes, s.cluster.name,
                    s.num_gpus(), s.cluster.gpu.name, s.cluster.gpu.memory_gib);
   o += fmt::format("layout   {}\n", to_string(l));
+  o += fmt::format("framework {} ({})\n", framework_name(s.training.framework), profile(s.training.framework).description);
   o += fmt::format("training seq {}, global batch {} = {} micro-batches of {} per dp rank, {}, "
                    "{} grads, {} ({:g} B/param){}\n",
                    s.training.seq_length, s.training.global_batch_size, num_microbatches(s, l),
@@ -84,15 +87,16 @@ std::string verdict(const Spec& s, const MemoryEstimate& e) {
 }
 
 std::string formulas_text(const Spec& s, const Layout& l, int stage, bool markdown) {
-  std::string o = markdown ? fmt::format("\n### Stage {} terms\n\n| category | term | formula | GiB |\n|---|---|---|---:|\n", stage)
+  std::string o = markdown ? fmt::format("\n### Stage {} terms\n\n| category | term | formula | GiB | source |\n|---|---|---|---:|---|\n", stage)
                            : fmt::format("\nstage {} terms:\n", stage);
   for (const Term& t : stage_terms(s, l, stage)) {
     if (markdown)
-      o += fmt::format("| {} | {} | `{}` | {} |\n", category_name(t.category), t.name, t.formula,
-                       gib(t.bytes));
+      o += fmt::format("| {} | {} | `{}` | {} | {} |\n", category_name(t.category), t.name, t.formula,
+                       gib(t.bytes), t.source);
     else
       o += fmt::format("  {:<13} {:<36} {} = {} GiB\n", category_name(t.category), t.name,
-                       t.formula, gib(t.bytes, 3));
+                       t.formula, gib(t.bytes, 3)) +
+           (t.source.empty() ? "" : fmt::format("  {:<13} {:<36}   source: {}\n", "", "", t.source));
   }
   return o;
 }
@@ -108,7 +112,8 @@ json explain_json(const Spec& s, const Layout& l, const MemoryEstimate& e, const
       terms.push_back({{"category", category_name(t.category)},
                        {"term", t.name},
                        {"formula", t.formula},
-                       {"bytes", t.bytes}});
+                       {"bytes", t.bytes},
+                       {"source", t.source}});
     j["terms"] = {{"stage", st}, {"items", terms}};
   }
   return j;

@@ -156,7 +156,9 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
   const MapReader r(top.child("training"), file, "training.",
                     {"seq_length", "global_batch_size", "precision", "grad_dtype", "optimizer",
                      "optimizer_state_bytes", "flash_attention", "grad_bucket_params",
-                     "overlap_dp_comm"});
+                     "overlap_dp_comm", "framework"});
+  t->framework = Framework(r.opt_choice("framework", int(Framework::kMegatron),
+                                        {"megatron", "deepspeed", "fsdp", "nanotron", "paraplan"}));
   t->seq_length = capped(r, "seq_length", r.get_int("seq_length", 1), kMaxSeq);
   if (t->seq_length > max_seq_length(m))
     r.fail("seq_length", seq_length_limit_message(m));
@@ -173,6 +175,7 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
       r.opt_number("optimizer_state_bytes",
                    default_optimizer_state_bytes(t->optimizer, t->precision), 0, HUGE_VAL, true);
   t->flash_attention = r.opt_bool("flash_attention", true);
+  t->grad_bucket_params_given = r.has("grad_bucket_params");
   t->grad_bucket_params = r.opt_int("grad_bucket_params", t->grad_bucket_params, 1);
   t->overlap_dp_comm = r.opt_bool("overlap_dp_comm", true);
 }

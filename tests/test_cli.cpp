@@ -612,7 +612,9 @@ TEST_CASE("a DeepSpeed config sets ZeRO stage and micro-batch", "[cli][deepspeed
                      " \"bf16\": {\"enabled\": true}}\n"}};
   const json j = run_json(ds, {"check", kLlama2Example, "--format", "json", "--deepspeed-config", "@DIR@/ds.json"});
   CHECK(j.at("layout") == "dp=8,tp=1,pp=1,vpp=1,sp=0,zero=3,recompute=none,mbs=1,schedule=1f1b");
-  const json l = run_json({}, {"check", kLlama2Example, "--format", "json", "--layout", "zero=3,mbs=1"});
+  // A DeepSpeed config implies the deepspeed profile.
+  CHECK(j.at("framework") == "deepspeed");
+  const json l = run_json({}, {"check", kLlama2Example, "--format", "json", "--layout", "zero=3,mbs=1", "--framework", "deepspeed"});
   CHECK(j == l);
   // Megatron-DeepSpeed: tp from Megatron arguments, ZeRO from the config.
   const json both = run_json(ds, {"check", kLlama2Example, "--format", "json", "--deepspeed-config",
@@ -643,7 +645,8 @@ TEST_CASE("explain prints the table, the verdict and the formulas", "[cli][expla
     CHECK(r.code == 0);
     CHECK(r.err.empty());
     for (const char* s : {"model    Llama-2-7B", "layout   dp=4,tp=2,pp=1", "<- heaviest", "FITS",
-                          "stage 0 terms:", "Adam state"})
+                          "stage 0 terms:", "Adam m, v", "framework megatron",
+                          "source: NVIDIA/Megatron-LM@d98e8a64 megatron/core/distributed/param_and_grad_buffer.py"})
       CHECK(r.out.find(s) != std::string::npos);
   }
   SECTION("markdown") {

@@ -35,7 +35,9 @@ inline Model gpt_style(int layers, int h, int heads, int vocab) {
   return m;
 }
 
-// A spec on the synthetic CPU host with no runtime or fragmentation terms.
+// A spec on the synthetic CPU host with no runtime or fragmentation terms,
+// predicted with the `paraplan` profile (the idealised stack the hand
+// calculations in these tests describe; tests of other stacks set theirs).
 inline Spec spec_for(const Model& m, int gpus, int seq, int gbs) {
   Spec s;
   s.model = m;
@@ -48,6 +50,7 @@ inline Spec spec_for(const Model& m, int gpus, int seq, int gbs) {
   s.training.grad_dtype = DType::kBf16;
   s.training.optimizer_state_bytes = 12;
   s.training.flash_attention = false;
+  s.training.framework = Framework::kParaplan;
   return s;
 }
 

@@ -16,6 +16,8 @@ bool category_within(std::int64_t predicted, std::int64_t measured) {
 
 Spec prediction_spec(const Spec& spec, bool cpu_backend) {
   Spec s = spec;
+  // The executor is paraplan's own stack: predict it with its own profile.
+  s.training.framework = Framework::kParaplan;
   if (cpu_backend) {
     s.cluster.runtime_overhead_gib = 0;
     s.cluster.fragmentation = 0;

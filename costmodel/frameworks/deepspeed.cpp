@@ -1,0 +1,68 @@
+// DeepSpeed ZeRO (deepspeed/runtime/zero/stage_1_and_2.py, stage3.py) with bf16
+// and its engine's default optimizer wrappers; the model is the user's own
+// PyTorch module, modelled as an unfused HF-style Llama/GPT block.
+#include "costmodel/frameworks/profile.hpp"
+#include "costmodel/memory.hpp"
+
+namespace paraplan {
+
+namespace {
+
+#define DS "deepspeedai/DeepSpeed@edaa7221 "
+
+void state(const Training& t, const Layout& l, StateBuffers* out) {
+  const double w = dtype_bytes(t.precision);
+  out->add({Category::kWeights, l.zero >= 3 ? "parameters (ZeRO-3 partition)" : "parameters", w, l.zero >= 3,
+            DS "deepspeed/runtime/zero/stage3.py (partitioned params); stages 0-2 keep them whole"});
+  if (l.zero == 0) {
+    // bf16 with gradient accumulation in bf16 (the default) and no ZeRO: the
+    // DDP_BFLOAT16 wrapper, an FP16_Optimizer with fp32 master copies.
+    out->add({Category::kGradients, "gradients (param.grad)", w, false,
+              DS "deepspeed/runtime/engine.py:2019 (DDP_BFLOAT16), :2065-2067"});
+    out->add({Category::kOptimizer, "fp32 master params + Adam m, v", t.optimizer_state_bytes, false,
+              DS "deepspeed/runtime/fp16/fused_optimizer.py (fp32 groups of the FP16_Optimizer)"});
+    return;
+  }
+  if (l.zero == 1)
+    out->add({Category::kGradients, "gradients (param.grad, whole until the accumulation boundary)", w, false,
+              DS "deepspeed/runtime/zero/stage_1_and_2.py:1764-1769 (ZeRO-1 reduces only at the boundary)"});
+  else
+    out->add({Category::kGradients, l.zero == 2 ? "gradient partition (grads_in_partition)" : "gradient partition", w, true,
+              DS "deepspeed/runtime/zero/stage_1_and_2.py:1678"});
+  out->add({Category::kGradients, "fp32 gradient partition", 4, true,
+            DS "deepspeed/runtime/zero/stage_1_and_2.py:837-844 (allocated zeroed at optimizer-state init)"});
+  out->add({Category::kOptimizer, "fp32 master partition + Adam m, v", t.optimizer_state_bytes, true,
+            DS "deepspeed/runtime/zero/stage_1_and_2.py:489-493,509"});
+}
+
+}  // namespace
+
+const Profile& deepspeed_profile() {
+  static const Profile p{
+      Framework::kDeepSpeed,
+      "deepspeed",
+      "DeepSpeed ZeRO 0-3 with bf16 (default wrappers), an unfused PyTorch model",
+      {true, true, true, true},
+      "",
+      {true, false, true},
+      "DeepSpeed has activation checkpointing of whole layers (recompute=full), no selective policy of its own",
+      state,
+      ActivationVariant{
+          true, "pytorch: x * silu(g) unfused, SiLU output saved by the multiply (the PyTorch oracle test measures it)",
+          false, "",
+          true, "pytorch: the norm's fp32 statistics (HF Llama RMSNorm upcasts to fp32; the oracle measures it)",
+          "the user's PyTorch model; modelled as eager HF-style blocks (tests/oracle measures them)"},
+      LossVariant{true, 1, "pytorch: F.cross_entropy(logits.float()): the fp32 upcast lives with log_softmax's output"},
+      false,
+      "",
+      BucketRule::kFixedIpg,
+      500'000'000,
+      DS "deepspeed/runtime/zero/config.py:113 (reduce_bucket_size 5e8), stage_1_and_2.py:2500-2513 (torch.empty(reduce_bucket_size); x2 only with overlap_comm, default off below stage 3: config.py:138)",
+      2,
+      0,
+      false,
+      DS "deepspeed/runtime/zero/config.py:215 (stage3_prefetch_bucket_size 5e7)"};
+  return p;
+}
+
+}  // namespace paraplan

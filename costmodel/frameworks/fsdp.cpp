@@ -1,0 +1,58 @@
+// PyTorch FSDP2 (fully_shard) as torchtitan applies it: one FSDP group per
+// transformer block, bf16 compute with fp32 sharded parameters, fp32 gradient
+// reduce-scatter (torchtitan defaults), unfused eager PyTorch ops.
+#include "costmodel/frameworks/profile.hpp"
+#include "costmodel/memory.hpp"
+
+namespace paraplan {
+
+namespace {
+
+#define TT "pytorch/torchtitan@b5bcd76c "
+
+void state(const Training& t, const Layout&, StateBuffers* out) {
+  // The sharded parameter is kept in fp32 and is the optimizer's master copy:
+  // no separate master, so the optimizer holds only Adam's m and v.
+  const double master = t.precision == DType::kFp32 ? 0 : 4;
+  out->add({Category::kWeights, "fp32 sharded parameters", 4, true,
+            TT "torchtitan/config/configs.py:94 (mixed_precision_param bf16: the fp32 shard is cast at all-gather)"});
+  out->add({Category::kGradients, "fp32 sharded gradients", 4, true,
+            TT "torchtitan/config/configs.py:102 (mixed_precision_reduce fp32)"});
+  out->add({Category::kOptimizer, "Adam m, v (on the fp32 shard)", t.optimizer_state_bytes - master, true,
+            "pytorch torch.optim.AdamW on DTensor shards: state in the parameter dtype"});
+}
+
+}  // namespace
+
+const Profile& fsdp_profile() {
+  static const Profile p{
+      Framework::kFsdp,
+      "fsdp",
+      "PyTorch FSDP2 / torchtitan: fp32 sharded params, bf16 all-gather, fp32 reduce-scatter, eager ops",
+      {false, false, true, true},
+      "FSDP2 shards parameters, gradients and optimizer state together: zero=3 (reshard after forward) or "
+      "zero=2 (reshard_after_forward=False); zero 0/1 are not FSDP layouts",
+      {true, false, true},
+      "torchtitan's selective AC is per-op (every second matmul kept), not Megatron's selective; use recompute=none or full",
+      state,
+      ActivationVariant{
+          true, TT "torchtitan/models/llama3/model.py FeedForward: w2(F.silu(w1(x)) * w3(x)), unfused",
+          false, "",
+          true, "pytorch: RMSNorm saves its fp32 rstd (the oracle measures it)",
+          TT "torchtitan/models/llama3/model.py (Attention, FeedForward, TransformerBlock), eager"},
+      LossVariant{true, 1,
+                  TT "torchtitan/components/loss.py:57-58 (F.cross_entropy(pred.float())); pred held until the loss returns"},
+      false,
+      "",
+      BucketRule::kNone,
+      0,
+      "FSDP2 reduce-scatters per group, counted with the gathered groups",
+      2,
+      2 + 4,
+      true,
+      TT "torchtitan/distributed/fsdp.py:113-132 (reshard_after_forward); torch fully_shard all-gather and "
+         "foreach_reduce: bf16 unsharded grads + fp32 reduce-scatter input per group"};
+  return p;
+}
+
+}  // namespace paraplan

@@ -1,0 +1,61 @@
+// Megatron-LM (megatron/core) with Transformer Engine, as its GPT layer spec
+// builds a model (megatron/core/models/gpt/gpt_layer_specs.py).
+#include "costmodel/frameworks/profile.hpp"
+#include "costmodel/memory.hpp"
+
+namespace paraplan {
+
+namespace {
+
+#define MCORE "NVIDIA/Megatron-LM@d98e8a64 "
+
+void state(const Training& t, const Layout& l, StateBuffers* out) {
+  const double w = dtype_bytes(t.precision);
+  // The contiguous main_grad buffer is fp32 unless --grad-reduce-in-bf16
+  // (grad_dtype: bf16 given in the spec); it is never sharded by the
+  // distributed optimizer, only by Megatron-FSDP (zero >= 2).
+  const double g = t.grad_dtype_given ? dtype_bytes(t.grad_dtype) : 4;
+  out->add({Category::kWeights, l.zero >= 3 ? "parameters (Megatron-FSDP shard)" : "parameters", w, l.zero >= 3,
+            MCORE "megatron/core/distributed/param_and_grad_buffer.py:1182-1189"});
+  out->add({Category::kGradients, l.zero >= 2 ? "main_grad buffer (Megatron-FSDP shard)" : "main_grad buffer", g,
+            l.zero >= 2, MCORE "megatron/core/distributed/param_and_grad_buffer.py:924 (fp32 while grad_reduce_in_fp32, the bf16 default), :1190-1195"});
+  out->add({Category::kOptimizer, l.zero >= 1 ? "fp32 main params + Adam m, v (distributed optimizer)" : "fp32 main params + Adam m, v",
+            t.optimizer_state_bytes, l.zero >= 1,
+            MCORE "megatron/core/optimizer/distrib_optimizer.py:412-414,445; optimizer.py:964,1012"});
+  if (g < 4 && l.zero >= 1 && t.precision != DType::kFp32)
+    out->add({Category::kOptimizer, "fp32 copy of the bf16 grad shard", 4, true,
+              MCORE "megatron/core/optimizer/distrib_optimizer.py:2782-2792"});
+}
+
+}  // namespace
+
+const Profile& megatron_profile() {
+  static const Profile p{
+      Framework::kMegatron,
+      "megatron",
+      "Megatron-LM core with Transformer Engine (fused SwiGLU, TE LayerNorm+Linear, fp32 main_grad buffer)",
+      {true, true, true, true},
+      "",
+      {true, true, true},
+      "",
+      state,
+      ActivationVariant{
+          false, MCORE "megatron/core/fusions/fused_bias_swiglu.py:163-184 (saves the fc1 output only)",
+          false, "TransformerEngine@d0067d0d transformer_engine/pytorch/attention/dot_product_attention/backends.py:1655-1664",
+          true, "TransformerEngine@d0067d0d transformer_engine/pytorch/module/layernorm_linear.py:526-536 (rsigma fp32)",
+          MCORE "megatron/core/models/gpt/gpt_layer_specs.py:145-157 (TE LayerNorm+Linear, TEDotProductAttention)"},
+      LossVariant{true, 0,
+                  MCORE "megatron/core/tensor_parallel/cross_entropy.py:25 (.float() copy), :42 (max subtracted in place)"},
+      true,
+      MCORE "megatron/core/utils.py:727-753 (GlobalMemoryBuffer), tensor_parallel/layers.py:623-629",
+      BucketRule::kNone,
+      40'000'000,
+      MCORE "megatron/training/training.py:2179-2194 (buckets of max(40M, 1M x dp) params are views of main_grad)",
+      2,
+      0,
+      false,
+      "Megatron-FSDP (megatron/core/distributed/fsdp): not modelled beyond current + prefetched layer"};
+  return p;
+}
+
+}  // namespace paraplan

@@ -1,0 +1,62 @@
+// nanotron as the Ultra-Scale Playbook benchmarks ran it: branch nouamane/bench2
+// @67c5ebb6 (examples/config_tiny_llama_bench.yaml: accumulate_grad_in_fp32,
+// tp_mode REDUCE_SCATTER, pp_engine 1f1b, flash attention), Llama blocks.
+#include "costmodel/frameworks/profile.hpp"
+#include "costmodel/memory.hpp"
+
+namespace paraplan {
+
+namespace {
+
+#define NT "huggingface/nanotron@67c5ebb6 "
+
+void state(const Training& t, const Layout& l, StateBuffers* out) {
+  const double w = dtype_bytes(t.precision);
+  out->add({Category::kWeights, "parameters", w, false, NT "src/nanotron/config/config.py:316-317 (model dtype)"});
+  // Every parameter's gradient is accumulated in one fp32 buffer, even with
+  // ZeRO-1 (all of them are all-reduced at the sync step).
+  out->add({Category::kGradients, "fp32 gradient accumulation buffer", 4, false,
+            NT "src/nanotron/optim/gradient_accumulator.py:165-173"});
+  // dp > 1 wraps the model in torch DDP, whose buckets are a second copy of
+  // every gradient in the parameter dtype (gradient_as_bucket_view left off).
+  if (l.dp > 1)
+    out->add({Category::kGradients, "torch DDP bucket copy of the gradients", w, false,
+              NT "src/nanotron/trainer.py:860-864 (DistributedDataParallel, bucket_cap_mb 25)"});
+  out->add({Category::kOptimizer, l.zero >= 1 ? "fp32 master + Adam m, v (ZeRO-1 slices)" : "fp32 master + Adam m, v",
+            t.optimizer_state_bytes, l.zero >= 1,
+            NT "src/nanotron/helpers.py:361 (fp32 master with accumulate_grad_in_fp32), :381 (ZeRO-1 optimizer)"});
+}
+
+}  // namespace
+
+const Profile& nanotron_profile() {
+  static const Profile p{
+      Framework::kNanotron,
+      "nanotron",
+      "nanotron Llama (bench2): fp32 gradient accumulation, DDP buckets, flash attention, unfused GLU",
+      {true, true, false, false},
+      "nanotron has ZeRO-1 only (src/nanotron/optim/zero.py): zero=0 or zero=1",
+      {true, false, true},
+      "nanotron has no selective recompute (recompute_layer checkpoints whole layers): recompute=none or full",
+      state,
+      ActivationVariant{
+          true, NT "src/nanotron/models/llama.py:199-201 (split views + act(gate) * up)",
+          true, NT "src/nanotron/models/llama.py:470-474 ([3,b,s,a,d] contiguous copy), :655-657 (k,v concatenated copy)",
+          true, "huggingface/nanotron@2411b022 src/nanotron/nn/layer_norm.py:27-54 (flash-attn Triton RMSNorm saves rstd fp32)",
+          NT "src/nanotron/models/llama.py (CausalSelfAttention, MLP, LlamaDecoderLayer)"},
+      LossVariant{false, 1,
+                  NT "src/nanotron/models/llama.py:876 (x.float()), parallel/tensor_parallel/functional.py:43 "
+                     "(logits - max: a new fp32 tensor)"},
+      true,
+      "huggingface/nanotron@2411b022 src/nanotron/parallel/utils.py:13-27 (singleton MemoryBuffer \"allgather\")",
+      BucketRule::kNone,
+      0,
+      "DDP buckets are counted as model state (torch DDP bucket copy)",
+      2,
+      0,
+      false,
+      ""};
+  return p;
+}
+
+}  // namespace paraplan

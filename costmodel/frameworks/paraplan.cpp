@@ -1,0 +1,47 @@
+// paraplan's own executor (validate/): what `validate` runs and measures. Its
+// sources are this repository's files.
+#include "costmodel/frameworks/profile.hpp"
+#include "costmodel/memory.hpp"
+
+namespace paraplan {
+
+namespace {
+
+void state(const Training& t, const Layout& l, StateBuffers* out) {
+  // Rajbhandari et al. 2020 §5: (2 + 2 + K)Ψ, split by ZeRO stage.
+  out->add({Category::kWeights, l.zero >= 3 ? "parameters (ZeRO-3 shard)" : "parameters", double(dtype_bytes(t.precision)),
+            l.zero >= 3, "validate/params.cpp"});
+  out->add({Category::kGradients, l.zero >= 2 ? "gradients (ZeRO-2 shard)" : "gradients", double(dtype_bytes(t.grad_dtype)),
+            l.zero >= 2, "validate/params.cpp"});
+  out->add({Category::kOptimizer, t.optimizer == OptimizerKind::kAdam ? "Adam state" : "SGD state", t.optimizer_state_bytes,
+            l.zero >= 1, "validate/params.cpp"});
+}
+
+}  // namespace
+
+const Profile& paraplan_profile() {
+  static const Profile p{
+      Framework::kParaplan,
+      "paraplan",
+      "paraplan's own executor (validate): every buffer explicit, grads in grad_dtype, ZeRO as in the paper",
+      {true, true, true, true},
+      "",
+      {true, true, true},
+      "",
+      state,
+      ActivationVariant{false, "validate/layer.cpp", false, "validate/layer.cpp", false, "validate/layer.cpp",
+                        "validate/layer.cpp (Korthikanti et al. 2022 §4 op list)"},
+      LossVariant{true, 0, "validate/layer.cpp"},
+      true,
+      "validate/layer.cpp",
+      BucketRule::kShardedGrads,
+      40'000'000,
+      "validate/params.cpp",
+      2,
+      0,
+      false,
+      "validate/params.cpp"};
+  return p;
+}
+
+}  // namespace paraplan

@@ -1,0 +1,131 @@
+// A framework profile: how one training stack (Megatron-LM, DeepSpeed, PyTorch
+// FSDP2/torchtitan, nanotron, or paraplan's own executor) allocates memory for
+// the same model and layout. Profiles are data: every entry carries the source
+// it was read from (repository@commit path:lines). costmodel/memory.cpp reads a
+// profile and has no framework `if`s of its own. docs/frameworks.md lists every
+// entry with its source.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "costmodel/layout.hpp"
+#include "costmodel/model.hpp"
+
+namespace paraplan {
+
+enum class Category;
+
+// Where an entry comes from: "owner/repo@commit path:lines" (or a paper).
+using Source = const char*;
+
+// A per-parameter buffer of model state: bytes per parameter of this rank's
+// stage, whole or sharded over the data-parallel group (ceil(params / dp)).
+struct StateBuffer {
+  Category category;
+  const char* name;
+  double bytes_per_param;
+  bool sharded;
+  Source source;
+};
+
+struct StateBuffers {
+  std::array<StateBuffer, 8> items{};
+  int size = 0;
+  void add(const StateBuffer& b) { items[size++] = b; }
+  const StateBuffer* begin() const { return items.data(); }
+  const StateBuffer* end() const { return items.data() + size; }
+};
+
+enum class BucketRule {
+  kNone,          // buckets are views of the gradient buffer, or counted as model state
+  kShardedGrads,  // ZeRO >= 2: one bucket of gradients in the gradient dtype (paraplan's executor)
+  kFixedIpg,      // ZeRO 1-2: a fixed-size bucket in the parameter dtype, whatever the model (DeepSpeed IPG)
+};
+
+// What one layer's ops save beyond the op list every stack shares
+// (costmodel/activations.cpp), per variant the framework runs.
+struct ActivationVariant {
+  // Unfused SwiGLU: the SiLU output is saved by the multiply, besides the
+  // fc1 output that the split views keep alive (+ s·b·ffn/tp elements).
+  bool swiglu_saves_silu_output = false;
+  Source swiglu;
+  // MHA only: the fused QKV output is copied to a contiguous [3, b, s, a, d]
+  // tensor that Q (a view of it) keeps alive, and K, V are concatenated into
+  // a second copy (+ 2·kv_width elements per token).
+  bool mha_keeps_qkv_copy = false;
+  Source mha_copy;
+  // Each norm saves its fp32 statistics (rstd; + mean for LayerNorm) per token.
+  bool norm_saves_stats = false;
+  Source norm_stats;
+  // Where the layer's op list (which module saves what) is read.
+  Source layer_spec;
+};
+
+// The output layer and cross-entropy. The fp32 softmax (4 B per logit) is
+// held to backward by every stack; what differs is what else is live at the
+// loss's forward peak.
+struct LossVariant {
+  // The activation-dtype logits are still referenced at the peak.
+  bool act_logits_live = true;
+  // fp32 logit-sized tensors live at the peak besides the saved softmax
+  // (an out-of-place max subtraction, or the fp32 upcast feeding log_softmax).
+  int extra_fp32_copies = 0;
+  Source source;
+};
+
+// Runtime memory outside the caching allocator, when the cluster spec does not
+// give runtime_overhead_gib, and the allocator's own behaviour.
+struct RuntimeVariant {
+  bool cuda = true;  // false: paraplan's CPU executor (no context, no NCCL)
+};
+
+struct Profile {
+  Framework id;
+  const char* name;
+  const char* description;
+  // ZeRO stages (0-3) the framework has, and what a layout asking for another is told.
+  std::array<bool, 4> zero_supported;
+  const char* zero_note;
+  // Recompute policies it has (none, selective, full).
+  std::array<bool, 3> recompute_supported;
+  const char* recompute_note;
+  // Model-state buffers (weights, gradient buffers, optimizer state) for a layout.
+  void (*state_buffers)(const Training&, const Layout&, StateBuffers*);
+  ActivationVariant act;
+  LossVariant loss;
+  // The sequence-parallel all-gather target is a persistent buffer (never freed).
+  bool sp_gather_buffer_persistent;
+  Source sp_gather;
+  // Gradient reduce buckets that are memory of their own (not views of a
+  // gradient buffer), and their default size in parameters when the spec gives none.
+  BucketRule bucket_rule;
+  std::int64_t default_bucket_params;
+  Source bucket;
+  // Sharded parameters (ZeRO-3, and FSDP's ZeRO-2): unsharded copies live at
+  // once (current + prefetched), and per unsharded group in backward the
+  // extra bytes per parameter (unsharded gradients + reduce-scatter input).
+  int gathered_groups;
+  double group_grad_bytes_per_param;
+  // ZeRO-2 keeps the whole stage unsharded from forward to the end of backward
+  // (FSDP2 reshard_after_forward=False).
+  bool zero2_keeps_params_unsharded;
+  Source gathered;
+};
+
+const Profile& profile(Framework f);
+
+// Per-framework tables (costmodel/frameworks/<name>.cpp).
+const Profile& megatron_profile();
+const Profile& deepspeed_profile();
+const Profile& fsdp_profile();
+const Profile& nanotron_profile();
+const Profile& paraplan_profile();
+
+// The reduce-bucket size a layout uses: the spec's, else the framework's default.
+std::int64_t bucket_params(const Profile& p, const Training& t);
+
+// Why a layout asks for something the framework does not have; nullptr if it does not.
+const char* framework_unsupported(const Profile& p, const Layout& l);
+
+}  // namespace paraplan

@@ -1,0 +1,143 @@
+// Framework profiles: each stack's model-state buffers, activation variants and
+// loss peak, checked against byte counts worked out by hand from the lines each
+// profile cites (docs/frameworks.md) and from DeepSpeed's own estimator.
+#include <catch2/catch.hpp>
+
+#include "costmodel/activations.hpp"
+#include "costmodel/frameworks/profile.hpp"
+#include "costmodel/memory.hpp"
+#include "test_helpers.hpp"
+
+using namespace paraplan;
+
+namespace {
+
+constexpr std::int64_t kPsi = 6'738'415'616;  // Llama-2-7B weights (FACTS.md)
+constexpr std::int64_t kS = 4096;
+
+// Llama-2-7B on 8 GPUs, dp = 8, bf16, flash attention, under one framework.
+MemoryBreakdown llama7b(Framework f, const char* layout, bool bf16_grads_given = false) {
+  Spec s = test::spec_for(test::model("llama-2-7b"), 8, int(kS), 64);
+  s.training.flash_attention = true;
+  s.training.framework = f;
+  s.training.grad_dtype_given = bf16_grads_given;
+  Layout l = parse_layout(layout);
+  const auto problem = resolve_layout(s, &l);
+  REQUIRE(!problem);
+  return stage_memory(s, l, 0);
+}
+
+}  // namespace
+
+TEST_CASE("model state per framework, bytes per parameter by hand", "[memory][frameworks]") {
+  const std::int64_t shard = kPsi / 8;  // 842,301,952 exactly
+  SECTION("Megatron, distributed optimizer: 2 + 4 (fp32 main_grad, unsharded) + 12/d") {
+    const MemoryBreakdown m = llama7b(Framework::kMegatron, "tp=1,pp=1,zero=1");
+    CHECK(m[Category::kWeights] == 2 * kPsi);
+    CHECK(m[Category::kGradients] == 4 * kPsi);
+    CHECK(m[Category::kOptimizer] == 12 * shard);
+  }
+  SECTION("Megatron --grad-reduce-in-bf16: 2 + 2 + 12/d + a 4/d fp32 copy of the grad shard") {
+    const MemoryBreakdown m = llama7b(Framework::kMegatron, "tp=1,pp=1,zero=1", true);
+    CHECK(m[Category::kGradients] == 2 * kPsi);
+    CHECK(m[Category::kOptimizer] == 16 * shard);
+  }
+  SECTION("Megatron without the distributed optimizer: 18 B/param (theoretical_memory_usage.py)") {
+    const MemoryBreakdown m = llama7b(Framework::kMegatron, "tp=1,pp=1,zero=0");
+    CHECK(m[Category::kWeights] + m[Category::kGradients] + m[Category::kOptimizer] == 18 * kPsi);
+  }
+  SECTION("DeepSpeed ZeRO-2 = its own estimator, 2P + 18P/N, plus the 5e8-element IPG bucket") {
+    // estimate_zero2_model_states_mem_needs: 2 bf16 params + (2 bf16 grads +
+    // 4 fp32 grads + 4 fp32 params + 8 Adam) / N.
+    const MemoryBreakdown m = llama7b(Framework::kDeepSpeed, "tp=1,pp=1,zero=2");
+    CHECK(m[Category::kWeights] + m[Category::kGradients] + m[Category::kOptimizer] == 2 * kPsi + 18 * shard);
+    CHECK(m[Category::kComm] == 500'000'000LL * 2);
+  }
+  SECTION("DeepSpeed ZeRO-1: whole bf16 grads until the boundary, fp32 grad partition") {
+    const MemoryBreakdown m = llama7b(Framework::kDeepSpeed, "tp=1,pp=1,zero=1");
+    CHECK(m[Category::kGradients] == 2 * kPsi + 4 * shard);
+    CHECK(m[Category::kOptimizer] == 12 * shard);
+  }
+  SECTION("DeepSpeed ZeRO-3: 18P/N + 2P/N (estimate_zero3_model_states_mem_needs, no offload)") {
+    const MemoryBreakdown m = llama7b(Framework::kDeepSpeed, "tp=1,pp=1,zero=3");
+    CHECK(m[Category::kWeights] + m[Category::kGradients] + m[Category::kOptimizer] == 20 * shard);
+  }
+  SECTION("nanotron, fp32 accumulation, no ZeRO, dp > 1: 2 + 4 + 2 (DDP buckets) + 12 = 20") {
+    const MemoryBreakdown m = llama7b(Framework::kNanotron, "tp=1,pp=1,zero=0");
+    CHECK(m[Category::kWeights] == 2 * kPsi);
+    CHECK(m[Category::kGradients] == 6 * kPsi);
+    CHECK(m[Category::kOptimizer] == 12 * kPsi);
+  }
+  SECTION("nanotron ZeRO-1: the fp32 buffer stays whole, only master + Adam shard") {
+    const MemoryBreakdown m = llama7b(Framework::kNanotron, "tp=1,pp=1,zero=1");
+    CHECK(m[Category::kGradients] == 6 * kPsi);
+    CHECK(m[Category::kOptimizer] == 12 * shard);
+  }
+  SECTION("FSDP2: fp32 shard is the master copy: 4 + 4 + 8 over N") {
+    const MemoryBreakdown m = llama7b(Framework::kFsdp, "tp=1,pp=1,zero=3");
+    CHECK(m[Category::kWeights] == 4 * shard);
+    CHECK(m[Category::kGradients] == 4 * shard);
+    CHECK(m[Category::kOptimizer] == 8 * shard);
+  }
+}
+
+TEST_CASE("a ZeRO stage or recompute policy the framework lacks is refused, naming it", "[memory][frameworks]") {
+  Spec s = test::spec_for(test::model("llama-2-7b"), 8, 4096, 64);
+  struct Case {
+    Framework f;
+    const char* layout;
+    const char* field;
+  };
+  for (const Case& c : {Case{Framework::kNanotron, "tp=1,zero=2", "zero"}, Case{Framework::kNanotron, "tp=2,recompute=selective", "recompute"},
+                        Case{Framework::kFsdp, "tp=1,zero=1", "zero"}, Case{Framework::kDeepSpeed, "tp=1,recompute=selective", "recompute"}}) {
+    s.training.framework = c.f;
+    Layout l = parse_layout(c.layout);
+    const auto p = resolve_layout(s, &l);
+    INFO(framework_name(c.f) << " " << c.layout);
+    REQUIRE(p);
+    CHECK(p->reason == Invalid::kFramework);
+    CHECK(p->field == c.field);
+    CHECK(p->message.find(framework_name(c.f)) != std::string::npos);
+  }
+  s.training.framework = Framework::kMegatron;
+  Layout l = parse_layout("tp=1,zero=3,recompute=selective");
+  CHECK(!resolve_layout(s, &l));
+}
+
+TEST_CASE("nanotron's Llama layer saves more than the fused stack, op by op", "[activations][frameworks]") {
+  // Llama-2-7B is MHA (32 kv heads): Q is a view of the contiguous
+  // [3,b,s,a,d] copy and K, V are concatenated into a second copy: + 2·h·2 B;
+  // the unfused GLU saves the SiLU output: + ffn·2 B; two RMSNorms save fp32
+  // rstd: + 2·4 B. Per token: 16,384 + 22,016 + 8 = 38,408 B more than
+  // paraplan's 131,712 B (tests/test_memory.cpp).
+  const Model m = test::model("llama-2-7b");
+  const ActShape a{kS, 1, 1, false, 2};
+  CHECK(layer_activation_bytes(m, true, Recompute::kNone, a) == kS * 131'712);
+  CHECK(layer_activation_bytes(m, true, Recompute::kNone, a, nanotron_profile().act) == kS * (131'712 + 38'408));
+  // Megatron (fused SwiGLU, TE attention): only the norm statistics differ.
+  CHECK(layer_activation_bytes(m, true, Recompute::kNone, a, megatron_profile().act) == kS * (131'712 + 8));
+  // GQA (Llama-3.1-8B: 8 kv heads): the K, V copy replaces the split, no extra.
+  const Model g = test::model("llama-3.1-8b");
+  CHECK(layer_activation_bytes(g, true, Recompute::kNone, a, nanotron_profile().act) -
+            layer_activation_bytes(g, true, Recompute::kNone, a) ==
+        kS * (14336 * 2 + 8));
+}
+
+TEST_CASE("the loss's forward peak per framework: bytes per logit besides the saved softmax", "[memory][frameworks]") {
+  // Last stage of Llama-3.1-8B with tp = 8 (16,032 vocab rows per rank),
+  // seq 4096, mbs 1: logits = s·V/t = 65,667,072 elements. Megatron keeps the
+  // bf16 logits beside its fp32 copy (max subtracted in place): 2 B; nanotron
+  // frees the bf16 logits after the cast but makes a second fp32 tensor
+  // (logits - max): 4 B. Both add 16 B per token of fp32 row statistics.
+  // The layer backward peaks lower, so the loss sets the transient term.
+  const std::int64_t logits = kS * 128256 / 8;
+  for (auto [f, per_logit] : {std::pair{Framework::kMegatron, 2}, std::pair{Framework::kNanotron, 4}}) {
+    Spec s = test::spec_for(test::model("llama-3.1-8b"), 8, int(kS), 64);
+    s.training.flash_attention = true;
+    s.training.framework = f;
+    Layout l = parse_layout("tp=8,pp=1,sp=1,zero=1");
+    REQUIRE(!resolve_layout(s, &l));
+    INFO(framework_name(f));
+    CHECK(stage_memory(s, l, 0)[Category::kTransient] == logits * per_logit + 16 * kS);
+  }
+}
