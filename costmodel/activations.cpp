@@ -93,6 +93,28 @@ std::int64_t layer_activation_bytes(const Model& m, bool flash, Recompute r, con
   return sum;
 }
 
+namespace {
+// Reserved minus requested bytes of one allocation (c10/cuda/CUDACachingAllocator.cpp:
+// kMinLargeAlloc = 10 MiB, kRoundLarge = 2 MiB; smaller requests share segments).
+std::int64_t segment_slack(std::int64_t bytes) {
+  constexpr std::int64_t kMinLargeAlloc = 10 << 20, kRoundLarge = 2 << 20;
+  if (bytes < kMinLargeAlloc) return 0;
+  return (bytes + kRoundLarge - 1) / kRoundLarge * kRoundLarge - bytes;
+}
+}  // namespace
+
+std::int64_t layer_rounding_slack(const Model& m, bool flash, Recompute r, const ActShape& a,
+                                  const ActivationVariant& v) {
+  if (r == Recompute::kFull) {
+    const SavedTensor input{"layer", "input", m.hidden_size, 0, ElemKind::kAct, Shard::kSp, false};
+    return segment_slack(tensor_bytes(input, a));
+  }
+  std::int64_t sum = 0;
+  for (const SavedTensor& t : layer_saved_tensors(m, flash, v))
+    if (!(r == Recompute::kSelective && t.core_attention)) sum += segment_slack(tensor_bytes(t, a));
+  return sum;
+}
+
 TransientPeak layer_transient_peak(const Model& m, bool flash, Recompute r, const ActShape& a,
                                    const ActivationVariant& v) {
   const std::int64_t sb = a.s * a.b, tp = a.tp, e = a.act_bytes;

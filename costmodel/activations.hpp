@@ -64,6 +64,12 @@ TensorList output_saved_tensors(const Model& m);
 std::int64_t layer_activation_bytes(const Model& m, bool flash, Recompute r, const ActShape& a,
                                     const ActivationVariant& v = {});
 
+// The caching allocator's rounding of one layer's saved tensors: a request of
+// 10 MiB or more gets a segment rounded up to 2 MiB (CUDACachingAllocator.cpp
+// kMinLargeAlloc, kRoundLarge); the remainder is reserved, not allocated.
+std::int64_t layer_rounding_slack(const Model& m, bool flash, Recompute r, const ActShape& a,
+                                  const ActivationVariant& v = {});
+
 // Peak of the short-lived buffers around one layer (everything that is not a
 // saved activation, a parameter or a communication buffer), and where it
 // happens. It walks the same order of allocations and frees as the executor

@@ -64,6 +64,8 @@ struct BreakdownSink {
   MemoryBreakdown m;
   template <class F>
   void add(Category c, const char*, std::int64_t bytes, F&&, const char* = nullptr) { m[c] += bytes; }
+  void in_allocator(std::int64_t bytes) { m.runtime_in_allocator += bytes; }
+  std::int64_t tensor_bytes() const { return m.total(); }
 };
 
 // Explain sink: keeps every term with its formula.
@@ -72,6 +74,12 @@ struct TermSink {
   template <class F>
   void add(Category c, const char* name, std::int64_t bytes, F&& formula, const char* source = nullptr) {
     terms.push_back(Term{c, name, formula(), bytes, source ? source : ""});
+  }
+  void in_allocator(std::int64_t) {}
+  std::int64_t tensor_bytes() const {
+    std::int64_t t = 0;
+    for (const Term& x : terms) t += x.bytes;
+    return t;
   }
 };
 
@@ -231,6 +239,16 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
       return fmt::format("{} B x s {} x b {} x h {}", a.act_bytes, a.s, a.b, m.hidden_size);
     }, prof.sp_gather);
   }
+  if (l.sp && prof.held_reduce_scatter_inputs_per_layer > 0) {
+    // Each layer's row-parallel outputs, full [s, b, h], wait for their
+    // reduce-scatter on the NCCL stream: one micro-batch's forward worth.
+    const std::int64_t full = a.s * a.b * m.hidden_size * a.act_bytes;
+    const std::int64_t n = prof.held_reduce_scatter_inputs_per_layer * layers_per_chunk;
+    out.add(Category::kComm, "reduce-scatter inputs held for the NCCL stream", n * full, [&] {
+      return fmt::format("{} per layer x {} layers x {} B x s {} x b {} x h {}", prof.held_reduce_scatter_inputs_per_layer,
+                         layers_per_chunk, a.act_bytes, a.s, a.b, m.hidden_size);
+    }, prof.held_reduce_scatter);
+  }
   if (l.pp > 1) {
     // One send buffer per direction this rank sends in (receives land in the
     // activation or gradient they become): forward unless it is the last
@@ -241,6 +259,48 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
       return fmt::format("{} x {} B x s {} x b {} x h {}{}", slots, a.act_bytes, a.s, a.b, m.hidden_size,
                          l.sp ? fmt::format(" / tp {}", l.tp) : "");
     });
+  }
+
+  // Runtime and allocator slack, after every tensor above.
+  const std::int64_t tensors = out.tensor_bytes();
+  const Cluster& c = s.cluster;
+  if (!c.runtime_modelled()) {
+    out.add(Category::kRuntime, "CUDA context, cuBLAS, NCCL", std::int64_t(std::llround(c.runtime_overhead_gib * kGiB)),
+            [&] { return fmt::format("runtime_overhead_gib {:g} GiB (cluster spec)", c.runtime_overhead_gib); },
+            "cluster spec runtime_overhead_gib");
+  } else {
+    out.add(Category::kRuntime, "CUDA context", std::int64_t(std::llround(c.cuda_context_gib * kGiB)),
+            [&] { return fmt::format("cuda_context_gib {:g} GiB", c.cuda_context_gib); },
+            "FACTS.md: 0.3-0.5 GiB with lazy module loading (pytorch#107667, PR #86509); cluster key cuda_context_gib");
+    // Communicators this rank joins that carry traffic (NCCL connects lazily):
+    // tp, dp, the pipeline's point-to-point pair, the tied-embedding group.
+    const int comms = int(l.tp > 1) + int(dp > 1) + int(l.pp > 1) + int(l.pp > 1 && m.tie_embeddings && (first || last));
+    out.add(Category::kRuntime, "NCCL buffers", std::int64_t(std::llround(comms * c.nccl_comm_mib * 1024 * 1024)), [&] {
+      return fmt::format("{} communicators (tp {}, dp {}, pp {}) x nccl_comm_mib {:g} MiB", comms, l.tp, dp, l.pp, c.nccl_comm_mib);
+    }, "NVIDIA/nccl@5067397c src/init.cc:810-828, src/include/device.h:26,97-98,114-115 (per-connection buffers)");
+    const std::int64_t cublas = std::int64_t(std::llround(c.cublas_workspace_mib * 1024 * 1024));
+    out.add(Category::kRuntime, "cuBLAS workspace (inside the allocator)", cublas,
+            [&] { return fmt::format("cublas_workspace_mib {:g} MiB", c.cublas_workspace_mib); },
+            "pytorch aten/src/ATen/cuda/CublasHandlePool.cpp (32 MiB on sm90 + 1 MiB cuBLASLt, via the caching allocator)");
+    out.in_allocator(cublas);
+  }
+  if (!c.fragmentation_modelled()) {
+    out.add(Category::kFragmentation, "allocator slack", std::int64_t(std::llround(c.fragmentation * double(tensors))),
+            [&] { return fmt::format("fragmentation {:g} x tensors {}", c.fragmentation, human(tensors)); },
+            "cluster spec fragmentation");
+  } else {
+    // Requests of 10 MiB or more get a segment rounded up to 2 MiB: the
+    // remainder of each saved activation is reserved but not allocated.
+    const std::int64_t slack = layer_rounding_slack(m, t.flash_attention, l.recompute, a, prof.act);
+    out.add(Category::kFragmentation, "segment rounding of saved activations", in_flight * layers_per_chunk * slack,
+            [&] { return fmt::format("{} in flight x {} layers x {} per layer", in_flight, layers_per_chunk, human(slack)); },
+            "pytorch c10/cuda/CUDACachingAllocator.cpp@001074d2 (kMinLargeAlloc 10 MiB, kRoundLarge 2 MiB, :117-124)");
+    if (last && prof.loss.stranded_act_logits > 0) {
+      const std::int64_t bytes = prof.loss.stranded_act_logits * a.act_bytes * a.s * a.b * vocab;
+      out.add(Category::kFragmentation, "logits block stranded before the larger fp32 request", bytes, [&] {
+        return fmt::format("{} x {} B x s {} x b {} x vocab/tp {}", prof.loss.stranded_act_logits, a.act_bytes, a.s, a.b, vocab);
+      }, prof.loss.stranded);
+    }
   }
 }
 
@@ -280,28 +340,12 @@ StageParams stage_params(const Model& m, const Layout& l, int stage) {
 MemoryBreakdown stage_memory(const Spec& s, const Layout& l, int stage) {
   BreakdownSink sink;
   stage_memory_terms(s, l, stage, sink);
-  MemoryBreakdown& m = sink.m;
-  const std::int64_t tensors = m.total();
-  m[Category::kRuntime] = std::int64_t(std::llround(s.cluster.runtime_overhead_gib * kGiB));
-  m[Category::kFragmentation] = std::int64_t(std::llround(s.cluster.fragmentation * double(tensors)));
-  return m;
+  return sink.m;
 }
 
 std::vector<Term> stage_terms(const Spec& s, const Layout& l, int stage) {
   TermSink sink;
   stage_memory_terms(s, l, stage, sink);
-  std::int64_t tensors = 0;
-  for (const Term& t : sink.terms) tensors += t.bytes;
-  const std::int64_t rt = std::int64_t(std::llround(s.cluster.runtime_overhead_gib * kGiB));
-  sink.terms.push_back(Term{Category::kRuntime, "CUDA context, cuBLAS, NCCL",
-                            fmt::format("runtime_overhead_gib {:g} GiB (cluster spec)",
-                                        s.cluster.runtime_overhead_gib),
-                            rt, "cluster spec runtime_overhead_gib"});
-  const std::int64_t frag = std::int64_t(std::llround(s.cluster.fragmentation * double(tensors)));
-  sink.terms.push_back(Term{Category::kFragmentation, "allocator slack",
-                            fmt::format("fragmentation {:g} x tensors {}", s.cluster.fragmentation,
-                                        human(tensors)),
-                            frag, "cluster spec fragmentation"});
   return sink.terms;
 }
 
@@ -326,6 +370,9 @@ MemoryEstimate estimate_memory(const Spec& s, const Layout& l) {
   e.usable_bytes = usable_memory_bytes(s);
   e.headroom_bytes = e.gpu_bytes - e.usable_bytes;
   e.peak_bytes = e.heaviest().total();
+  e.allocated_bytes = e.heaviest().allocated();
+  e.reserved_bytes = e.heaviest().reserved();
+  e.device_bytes = e.heaviest().device();
   e.margin_bytes = e.usable_bytes - e.peak_bytes;
   e.fits = e.margin_bytes >= 0;
   e.params_total = total_params(s.model);

@@ -26,13 +26,25 @@ const char* category_name(Category c);
 
 struct MemoryBreakdown {
   std::array<std::int64_t, kNumCategories> bytes{};
+  // The part of `runtime` that the caching allocator hands out (PyTorch's
+  // cuBLAS workspaces), so it shows in allocated and reserved too.
+  std::int64_t runtime_in_allocator = 0;
   std::int64_t& operator[](Category c) { return bytes[int(c)]; }
   std::int64_t operator[](Category c) const { return bytes[int(c)]; }
+  // Everything that must fit: what nvidia-smi shows (= device()).
   std::int64_t total() const {
     std::int64_t t = 0;
     for (auto b : bytes) t += b;
     return t;
   }
+  // torch.cuda.max_memory_allocated(): live tensor blocks.
+  std::int64_t allocated() const {
+    return total() - bytes[int(Category::kRuntime)] - bytes[int(Category::kFragmentation)] + runtime_in_allocator;
+  }
+  // torch.cuda.max_memory_reserved(): allocated + the allocator's cached slack.
+  std::int64_t reserved() const { return allocated() + bytes[int(Category::kFragmentation)]; }
+  // reserved + CUDA context, NCCL buffers and other memory outside the allocator.
+  std::int64_t device() const { return total(); }
 };
 
 // Parameters one rank of a stage holds (tp-sharded, before ZeRO).
@@ -77,7 +89,10 @@ struct MemoryEstimate {
   std::int64_t gpu_bytes = 0;
   std::int64_t headroom_bytes = 0;  // kept free: memory_headroom × GPU memory
   std::int64_t usable_bytes = 0;    // gpu − headroom
-  std::int64_t peak_bytes = 0;      // heaviest stage's total
+  std::int64_t peak_bytes = 0;      // heaviest stage's total (= its device bytes)
+  std::int64_t allocated_bytes = 0; // heaviest stage: max_memory_allocated
+  std::int64_t reserved_bytes = 0;  // heaviest stage: max_memory_reserved
+  std::int64_t device_bytes = 0;    // heaviest stage: what must fit (nvidia-smi)
   std::int64_t margin_bytes = 0;    // usable − peak (negative: does not fit)
   bool fits = false;
   std::int64_t params_total = 0;

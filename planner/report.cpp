@@ -28,6 +28,11 @@ json memory_json(const MemoryBreakdown& m) {
   json j = json::object();
   for (int c = 0; c < kNumCategories; ++c) j[category_name(Category(c))] = m.bytes[c];
   j["total"] = m.total();
+  // The three figures a run reports (torch.cuda.max_memory_allocated,
+  // max_memory_reserved, and nvidia-smi's used memory = what must fit).
+  j["allocated_bytes"] = m.allocated();
+  j["reserved_bytes"] = m.reserved();
+  j["device_bytes"] = m.device();
   return j;
 }
 
@@ -37,6 +42,9 @@ json layout_json(const Spec& s, const Layout& l, const MemoryEstimate& e) {
   j["fits"] = e.fits;
   j["gpu_memory_bytes"] = e.gpu_bytes;
   j["peak_memory_bytes"] = e.peak_bytes;
+  j["allocated_bytes"] = e.allocated_bytes;
+  j["reserved_bytes"] = e.reserved_bytes;
+  j["device_bytes"] = e.device_bytes;
   j["headroom_bytes"] = e.headroom_bytes;
   j["usable_memory_bytes"] = e.usable_bytes;
   j["margin_bytes"] = e.margin_bytes;
@@ -79,10 +87,11 @@ std::string header(const Spec& s, const Layout& l, const MemoryEstimate& e) {
 
 std::string verdict(const Spec& s, const MemoryEstimate& e) {
   return fmt::format(
-      "GPU {} GiB - headroom {:g}% ({} GiB) = usable {} GiB; heaviest rank {} (stage {}): {} GiB "
-      "-> {} (margin {} GiB)\n",
+      "GPU {} GiB - headroom {:g}% ({} GiB) = usable {} GiB; heaviest rank {} (stage {}): {} GiB on the device "
+      "(allocated {}, reserved {}) -> {} (margin {} GiB)\n",
       gib(e.gpu_bytes), s.memory_headroom * 100, gib(e.headroom_bytes), gib(e.usable_bytes),
-      e.heaviest_rank, e.heaviest_stage, gib(e.peak_bytes), e.fits ? "FITS" : "DOES NOT FIT",
+      e.heaviest_rank, e.heaviest_stage, gib(e.device_bytes), gib(e.allocated_bytes), gib(e.reserved_bytes),
+      e.fits ? "FITS" : "DOES NOT FIT",
       gib(e.margin_bytes));
 }
 
@@ -176,9 +185,10 @@ std::string check_summary(const Spec& s, const Layout& l, const MemoryEstimate& 
   const std::string dominant = fmt::format("{} {} GiB ({:.0f}%)", category_name(Category(top)),
                                            gib(m.bytes[top]), 100.0 * double(m.bytes[top]) / double(m.total()));
   if (e.fits)
-    return fmt::format("fits: {} peak {} GiB of {} GiB usable on {} (stage {}), margin {} GiB; largest term {}",
-                       to_string(l), gib(e.peak_bytes), gib(e.usable_bytes), s.cluster.gpu.name,
-                       e.heaviest_stage, gib(e.margin_bytes), dominant);
+    return fmt::format("fits: {} peak {} GiB on the device (allocated {}, reserved {}) of {} GiB usable on {} (stage {}), "
+                       "margin {} GiB; largest term {}",
+                       to_string(l), gib(e.peak_bytes), gib(e.allocated_bytes), gib(e.reserved_bytes), gib(e.usable_bytes),
+                       s.cluster.gpu.name, e.heaviest_stage, gib(e.margin_bytes), dominant);
   return fmt::format("does not fit: {} needs {} GiB on rank {} (stage {}) but {} GiB are usable "
                      "({} GiB GPU, {:g}% headroom): over by {} GiB; largest term {}",
                      to_string(l), gib(e.peak_bytes), e.heaviest_rank, e.heaviest_stage,

@@ -107,7 +107,8 @@ Cluster cluster_from_yaml(const YAML::Node& node, const std::string& file,
   const MapReader r(node, file, prefix,
                     {"name", "source", "gpu", "gpus_per_node", "intra_node", "inter_node",
                      "runtime_overhead_gib", "fragmentation", "gemm_efficiency",
-                     "hbm_efficiency", "attention_efficiency", "optimizer_efficiency"});
+                     "hbm_efficiency", "attention_efficiency", "optimizer_efficiency",
+                     "cuda_context_gib", "cublas_workspace_mib", "nccl_comm_mib"});
   Cluster c;
   c.name = r.get_string("name");
   c.source = r.opt_string("source", "");
@@ -134,8 +135,12 @@ Cluster cluster_from_yaml(const YAML::Node& node, const std::string& file,
   c.hbm_efficiency = r.opt_number("hbm_efficiency", c.hbm_efficiency, 1e-6, 1.0, true);
   if (r.has("attention_efficiency")) c.attention_efficiency = r.get_number("attention_efficiency", 1e-6, 1.0, true);
   if (r.has("optimizer_efficiency")) c.optimizer_efficiency = r.get_number("optimizer_efficiency", 1e-6, 1.0, true);
-  c.runtime_overhead_gib = r.get_number("runtime_overhead_gib", 0, HUGE_VAL, true);
-  c.fragmentation = r.get_number("fragmentation", 0, 1, false);
+  // Not given: modelled from the parts below (costmodel/memory.cpp).
+  if (r.has("runtime_overhead_gib")) c.runtime_overhead_gib = r.get_number("runtime_overhead_gib", 0, 1e6, true);
+  if (r.has("fragmentation")) c.fragmentation = r.get_number("fragmentation", 0, 1, false);
+  c.cuda_context_gib = r.opt_number("cuda_context_gib", c.cuda_context_gib, 0, 1e3, true);
+  c.cublas_workspace_mib = r.opt_number("cublas_workspace_mib", c.cublas_workspace_mib, 0, 1e6, true);
+  c.nccl_comm_mib = r.opt_number("nccl_comm_mib", c.nccl_comm_mib, 0, 1e6, true);
   return c;
 }
 

@@ -508,11 +508,19 @@ TEST_CASE("check and explain --format json: schema and self-consistency (Llama-2
     // FACTS.md: Llama-2-7B has 6,738,415,616 weights; tp=2 halves each layer.
     CHECK(j.at("params").at("total") == 6'738'415'616LL);
     CHECK(j.at("params").at("per_rank").get<std::int64_t>() < 6'738'415'616LL / 2 + 300'000'000);
-    // Memory: the 8 categories plus total, total = their sum, = peak.
+    // Memory: the 8 categories, total = their sum = peak = device bytes,
+    // plus allocated (no runtime outside the allocator, no slack) and
+    // reserved (allocated + slack).
     const json& mem = j.at("memory");
-    CHECK(mem.size() == 9);
+    CHECK(mem.size() == 12);
     CHECK(mem.at("total").get<std::int64_t>() == sum_of_categories(mem));
     CHECK(mem.at("total") == j.at("peak_memory_bytes"));
+    CHECK(j.at("device_bytes") == j.at("peak_memory_bytes"));
+    CHECK(mem.at("device_bytes") == j.at("device_bytes"));
+    CHECK(j.at("reserved_bytes").get<std::int64_t>() ==
+          j.at("allocated_bytes").get<std::int64_t>() + mem.at("fragmentation").get<std::int64_t>());
+    CHECK(j.at("allocated_bytes").get<std::int64_t>() < j.at("reserved_bytes").get<std::int64_t>());
+    CHECK(j.at("reserved_bytes").get<std::int64_t>() < j.at("device_bytes").get<std::int64_t>());
     // Stages: one per pipeline stage, heaviest is the peak.
     const json& stages = j.at("stages");
     REQUIRE(stages.is_array());

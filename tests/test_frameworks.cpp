@@ -141,3 +141,50 @@ TEST_CASE("the loss's forward peak per framework: bytes per logit besides the sa
     CHECK(stage_memory(s, l, 0)[Category::kTransient] == logits * per_logit + 16 * kS);
   }
 }
+
+TEST_CASE("allocator rounding of saved activations, by hand", "[memory][allocator]") {
+  // Llama-2-7B layer, s = 4000, b = 1, tp = 1, flash attention. Requests of
+  // 10 MiB or more get segments rounded up to 2 MiB (CUDACachingAllocator.cpp):
+  // eight h-wide tensors of 2·4000·4096 = 32,768,000 B (31.25 MiB -> 32 MiB,
+  // slack 786,432 each), the SwiGLU input 2·4000·22016 = 176,128,000 B
+  // (-> 168 MiB, slack 32,768), the fc2 input 2·4000·11008 = 88,064,000 B
+  // (-> 84 MiB, slack 16,384); the 512,000 B log-sum-exp is below 10 MiB.
+  const Model m = test::model("llama-2-7b");
+  CHECK(layer_rounding_slack(m, true, Recompute::kNone, ActShape{4000, 1, 1, false, 2}) ==
+        8 * 786'432 + 32'768 + 16'384);
+  // Full recompute keeps the layer input only.
+  CHECK(layer_rounding_slack(m, true, Recompute::kFull, ActShape{4000, 1, 1, false, 2}) == 786'432);
+}
+
+TEST_CASE("allocated, reserved and device bytes with the runtime modelled, by hand", "[memory][frameworks]") {
+  // Llama-2-7B under nanotron, tp = 2 with sequence parallelism, dp = 4,
+  // mbs 1, seq 4096, on the H100 cluster with no runtime_overhead_gib or
+  // fragmentation given, so both are modelled.
+  Spec s = test::spec_for(test::model("llama-2-7b"), 8, int(kS), 64);
+  s.cluster = test::cluster("dgx-h100");
+  REQUIRE(s.cluster.runtime_modelled());
+  REQUIRE(s.cluster.fragmentation_modelled());
+  s.training.flash_attention = true;
+  s.training.framework = Framework::kNanotron;
+  Layout l = parse_layout("tp=2,sp=1,pp=1,zero=1,mbs=1");
+  REQUIRE(!resolve_layout(s, &l));
+  const MemoryBreakdown m = stage_memory(s, l, 0);
+  // Runtime: CUDA context 0.5 GiB + 2 communicators (tp, dp) x 294 MiB +
+  // the 33 MiB cuBLAS workspace (inside the caching allocator).
+  const std::int64_t mib = 1 << 20;
+  CHECK(m[Category::kRuntime] == (1LL << 29) + 2 * 294 * mib + 33 * mib);
+  CHECK(m.runtime_in_allocator == 33 * mib);
+  // Comm: the persistent "allgather" buffer 2·s·h = 33,554,432 B, plus the
+  // two row-parallel outputs per layer held for their reduce-scatter:
+  // 2 x 32 layers x 2·s·h = 2,147,483,648 B.
+  CHECK(m[Category::kComm] == 33'554'432 + 2'147'483'648LL);
+  // Slack: the SiLU output and the fc2 input are 2·4096·11008/2 = 43 MiB
+  // each, in 44 MiB segments: 1 MiB each, 2 MiB x 32 layers (every other saved
+  // tensor is a whole number of 2 MiB); and the bf16 logits block stranded
+  // before the second fp32 logits tensor: 2 B x 4096 x 16,000 vocab rows.
+  const std::int64_t slack = 32 * 2 * mib + 131'072'000;
+  CHECK(m[Category::kFragmentation] == slack);
+  CHECK(m.device() == m.total());
+  CHECK(m.reserved() == m.allocated() + slack);
+  CHECK(m.device() == m.reserved() + (1LL << 29) + 2 * 294 * mib);
+}

@@ -12,7 +12,7 @@ namespace {
 
 void state(const Training& t, const Layout& l, StateBuffers* out) {
   const double w = dtype_bytes(t.precision);
-  out->add({Category::kWeights, "parameters", w, false, NT "src/nanotron/config/config.py:316-317 (model dtype)"});
+  out->add({Category::kWeights, "parameters", w, false, NT "examples/config_tiny_llama_bench.yaml:31 (model dtype bfloat16)"});
   // Every parameter's gradient is accumulated in one fp32 buffer, even with
   // ZeRO-1 (all of them are all-reduced at the sync step).
   out->add({Category::kGradients, "fp32 gradient accumulation buffer", 4, false,
@@ -46,9 +46,13 @@ const Profile& nanotron_profile() {
           NT "src/nanotron/models/llama.py (CausalSelfAttention, MLP, LlamaDecoderLayer)"},
       LossVariant{false, 1,
                   NT "src/nanotron/models/llama.py:876 (x.float()), parallel/tensor_parallel/functional.py:43 "
-                     "(logits - max: a new fp32 tensor)"},
+                     "(logits - max: a new fp32 tensor)",
+                  1, NT "src/nanotron/models/llama.py:876,907-911 (the bf16 logits die after the cast; the next request is twice their size)"},
       true,
       "huggingface/nanotron@2411b022 src/nanotron/parallel/utils.py:13-27 (singleton MemoryBuffer \"allgather\")",
+      2,
+      NT "src/nanotron/parallel/tensor_parallel/functional.py:466-469 (async row linear: F.linear, then reduce-scatter), "
+         "distributed_differentiable_primitives.py:119 (reduce_scatter_tensor); " "pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp ([Sync Streams]: recordStream(input, ncclStream) in collective(); stored copy, version unnamed) + c10/cuda/CUDACachingAllocator.cpp (free of a block with stream uses waits for its events)",
       BucketRule::kNone,
       0,
       "DDP buckets are counted as model state (torch DDP bucket copy)",

@@ -72,6 +72,12 @@ struct LossVariant {
   // (an out-of-place max subtraction, or the fp32 upcast feeding log_softmax).
   int extra_fp32_copies = 0;
   Source source;
+  // Freed before a larger request at the peak, so the caching allocator cannot
+  // reuse the block: reserved but not allocated (activation-dtype logits freed
+  // before the second fp32 tensor). Bytes per logit in activation-dtype units:
+  // 1 = one activation-dtype logit tensor.
+  int stranded_act_logits = 0;
+  Source stranded;
 };
 
 // Runtime memory outside the caching allocator, when the cluster spec does not
@@ -97,6 +103,14 @@ struct Profile {
   // The sequence-parallel all-gather target is a persistent buffer (never freed).
   bool sp_gather_buffer_persistent;
   Source sp_gather;
+  // With sequence parallelism each layer's row-parallel outputs (attention-out
+  // and fc2, full [s, b, h]) are reduce-scattered through torch.distributed:
+  // ProcessGroupNCCL records the NCCL stream on the input, so the caching
+  // allocator keeps each block allocated until the collective has finished on
+  // the GPU; with the host a forward ahead of the device (no sync inside the
+  // forward), a micro-batch's worth of them are still held at its end.
+  int held_reduce_scatter_inputs_per_layer;
+  Source held_reduce_scatter;
   // Gradient reduce buckets that are memory of their own (not views of a
   // gradient buffer), and their default size in parameters when the spec gives none.
   BucketRule bucket_rule;

@@ -56,8 +56,11 @@ void cluster_map(YAML::Emitter& e, const Cluster& c) {
   link_map(e, c.intra_node, c.intra_comm_efficiency);
   e << YAML::Key << "inter_node" << YAML::Value;
   link_map(e, c.inter_node, c.inter_comm_efficiency);
-  e << YAML::Key << "runtime_overhead_gib" << YAML::Value << c.runtime_overhead_gib;
-  e << YAML::Key << "fragmentation" << YAML::Value << c.fragmentation;
+  if (!c.runtime_modelled()) e << YAML::Key << "runtime_overhead_gib" << YAML::Value << c.runtime_overhead_gib;
+  if (!c.fragmentation_modelled()) e << YAML::Key << "fragmentation" << YAML::Value << c.fragmentation;
+  e << YAML::Key << "cuda_context_gib" << YAML::Value << c.cuda_context_gib;
+  e << YAML::Key << "cublas_workspace_mib" << YAML::Value << c.cublas_workspace_mib;
+  e << YAML::Key << "nccl_comm_mib" << YAML::Value << c.nccl_comm_mib;
   e << YAML::Key << "gemm_efficiency" << YAML::Value << c.gemm_efficiency;
   e << YAML::Key << "hbm_efficiency" << YAML::Value << c.hbm_efficiency;
   if (c.attention_efficiency > 0) e << YAML::Key << "attention_efficiency" << YAML::Value << c.attention_efficiency;
