@@ -65,6 +65,8 @@ struct BreakdownSink {
   template <class F>
   void add(Category c, const char*, std::int64_t bytes, F&&, const char* = nullptr) { m[c] += bytes; }
   void in_allocator(std::int64_t bytes) { m.runtime_in_allocator += bytes; }
+  template <class F>
+  void held(const char*, std::int64_t bytes, F&&, const char*) { m.held_for_streams += bytes; }
   std::int64_t tensor_bytes() const { return m.total(); }
 };
 
@@ -76,9 +78,14 @@ struct TermSink {
     terms.push_back(Term{c, name, formula(), bytes, source ? source : ""});
   }
   void in_allocator(std::int64_t) {}
+  template <class F>
+  void held(const char* name, std::int64_t bytes, F&& formula, const char* source) {
+    terms.push_back(Term{Category::kComm, name, formula(), bytes, source, true});
+  }
   std::int64_t tensor_bytes() const {
     std::int64_t t = 0;
-    for (const Term& x : terms) t += x.bytes;
+    for (const Term& x : terms)
+      if (!x.held_for_streams) t += x.bytes;
     return t;
   }
 };
@@ -239,16 +246,6 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
       return fmt::format("{} B x s {} x b {} x h {}", a.act_bytes, a.s, a.b, m.hidden_size);
     }, prof.sp_gather);
   }
-  if (l.sp && prof.held_reduce_scatter_inputs_per_layer > 0) {
-    // Each layer's row-parallel outputs, full [s, b, h], wait for their
-    // reduce-scatter on the NCCL stream: one micro-batch's forward worth.
-    const std::int64_t full = a.s * a.b * m.hidden_size * a.act_bytes;
-    const std::int64_t n = prof.held_reduce_scatter_inputs_per_layer * layers_per_chunk;
-    out.add(Category::kComm, "reduce-scatter inputs held for the NCCL stream", n * full, [&] {
-      return fmt::format("{} per layer x {} layers x {} B x s {} x b {} x h {}", prof.held_reduce_scatter_inputs_per_layer,
-                         layers_per_chunk, a.act_bytes, a.s, a.b, m.hidden_size);
-    }, prof.held_reduce_scatter);
-  }
   if (l.pp > 1) {
     // One send buffer per direction this rank sends in (receives land in the
     // activation or gradient they become): forward unless it is the last
@@ -283,6 +280,20 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
             [&] { return fmt::format("cublas_workspace_mib {:g} MiB", c.cublas_workspace_mib); },
             "pytorch aten/src/ATen/cuda/CublasHandlePool.cpp (32 MiB on sm90 + 1 MiB cuBLASLt, via the caching allocator)");
     out.in_allocator(cublas);
+  }
+  if (l.sp && prof.held_reduce_scatter_inputs_per_layer > 0) {
+    // Each layer's row-parallel outputs, full [s, b, h], wait for their
+    // reduce-scatter on the NCCL stream: one micro-batch's forward worth, in
+    // the memory left over (the allocator frees them before it would fail).
+    const std::int64_t full = a.s * a.b * m.hidden_size * a.act_bytes;
+    const std::int64_t n = prof.held_reduce_scatter_inputs_per_layer * layers_per_chunk;
+    const std::int64_t left = std::max<std::int64_t>(0, gpu_memory_bytes(c) - out.tensor_bytes());
+    const std::int64_t bytes = std::min(n * full, left);
+    out.held("reduce-scatter inputs held for the NCCL stream (allocated/reserved only)", bytes, [&] {
+      return fmt::format("min({} per layer x {} layers x {} B x s {} x b {} x h {}, memory left {})",
+                         prof.held_reduce_scatter_inputs_per_layer, layers_per_chunk, a.act_bytes, a.s, a.b, m.hidden_size,
+                         human(left));
+    }, prof.held_reduce_scatter);
   }
   if (!c.fragmentation_modelled()) {
     out.add(Category::kFragmentation, "allocator slack", std::int64_t(std::llround(c.fragmentation * double(tensors))),

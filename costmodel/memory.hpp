@@ -29,6 +29,12 @@ struct MemoryBreakdown {
   // The part of `runtime` that the caching allocator hands out (PyTorch's
   // cuBLAS workspaces), so it shows in allocated and reserved too.
   std::int64_t runtime_in_allocator = 0;
+  // Blocks the caching allocator keeps only because a stream has not yet
+  // finished with them (a collective's input): they count in allocated and
+  // reserved, up to the memory left over, but a failed cudaMalloc first
+  // synchronizes and frees them (CUDACachingAllocator release_cached_blocks),
+  // so they never make a layout fail and are not part of total()/device().
+  std::int64_t held_for_streams = 0;
   std::int64_t& operator[](Category c) { return bytes[int(c)]; }
   std::int64_t operator[](Category c) const { return bytes[int(c)]; }
   // Everything that must fit: what nvidia-smi shows (= device()).
@@ -39,11 +45,13 @@ struct MemoryBreakdown {
   }
   // torch.cuda.max_memory_allocated(): live tensor blocks.
   std::int64_t allocated() const {
-    return total() - bytes[int(Category::kRuntime)] - bytes[int(Category::kFragmentation)] + runtime_in_allocator;
+    return total() - bytes[int(Category::kRuntime)] - bytes[int(Category::kFragmentation)] + runtime_in_allocator +
+           held_for_streams;
   }
   // torch.cuda.max_memory_reserved(): allocated + the allocator's cached slack.
   std::int64_t reserved() const { return allocated() + bytes[int(Category::kFragmentation)]; }
-  // reserved + CUDA context, NCCL buffers and other memory outside the allocator.
+  // What must fit: reserved without the stream-held blocks, + CUDA context,
+  // NCCL buffers and other memory outside the allocator.
   std::int64_t device() const { return total(); }
 };
 
@@ -75,6 +83,7 @@ struct Term {
   std::string formula;  // with the numbers put in
   std::int64_t bytes;
   std::string source;   // where the term comes from (framework profile: repo@commit file:line)
+  bool held_for_streams = false;  // counted in allocated/reserved only (see MemoryBreakdown)
 };
 
 // Memory of one rank of `stage`. The layout must be resolved (resolve_layout).

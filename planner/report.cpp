@@ -30,6 +30,7 @@ json memory_json(const MemoryBreakdown& m) {
   j["total"] = m.total();
   // The three figures a run reports (torch.cuda.max_memory_allocated,
   // max_memory_reserved, and nvidia-smi's used memory = what must fit).
+  j["held_for_streams_bytes"] = m.held_for_streams;
   j["allocated_bytes"] = m.allocated();
   j["reserved_bytes"] = m.reserved();
   j["device_bytes"] = m.device();
@@ -122,7 +123,8 @@ json explain_json(const Spec& s, const Layout& l, const MemoryEstimate& e, const
                        {"term", t.name},
                        {"formula", t.formula},
                        {"bytes", t.bytes},
-                       {"source", t.source}});
+                       {"source", t.source},
+                       {"held_for_streams", t.held_for_streams}});
     j["terms"] = {{"stage", st}, {"items", terms}};
   }
   return j;

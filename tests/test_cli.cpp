@@ -512,7 +512,7 @@ TEST_CASE("check and explain --format json: schema and self-consistency (Llama-2
     // plus allocated (no runtime outside the allocator, no slack) and
     // reserved (allocated + slack).
     const json& mem = j.at("memory");
-    CHECK(mem.size() == 12);
+    CHECK(mem.size() == 13);
     CHECK(mem.at("total").get<std::int64_t>() == sum_of_categories(mem));
     CHECK(mem.at("total") == j.at("peak_memory_bytes"));
     CHECK(j.at("device_bytes") == j.at("peak_memory_bytes"));

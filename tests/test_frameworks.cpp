@@ -174,10 +174,11 @@ TEST_CASE("allocated, reserved and device bytes with the runtime modelled, by ha
   const std::int64_t mib = 1 << 20;
   CHECK(m[Category::kRuntime] == (1LL << 29) + 2 * 294 * mib + 33 * mib);
   CHECK(m.runtime_in_allocator == 33 * mib);
-  // Comm: the persistent "allgather" buffer 2·s·h = 33,554,432 B, plus the
-  // two row-parallel outputs per layer held for their reduce-scatter:
-  // 2 x 32 layers x 2·s·h = 2,147,483,648 B.
-  CHECK(m[Category::kComm] == 33'554'432 + 2'147'483'648LL);
+  // Comm: the persistent "allgather" buffer 2·s·h = 33,554,432 B. The two
+  // row-parallel outputs per layer held for their reduce-scatter, 2 x 32
+  // layers x 2·s·h = 2,147,483,648 B, count in allocated and reserved only.
+  CHECK(m[Category::kComm] == 33'554'432);
+  CHECK(m.held_for_streams == 2'147'483'648LL);
   // Slack: the SiLU output and the fc2 input are 2·4096·11008/2 = 43 MiB
   // each, in 44 MiB segments: 1 MiB each, 2 MiB x 32 layers (every other saved
   // tensor is a whole number of 2 MiB); and the bf16 logits block stranded
@@ -186,5 +187,32 @@ TEST_CASE("allocated, reserved and device bytes with the runtime modelled, by ha
   CHECK(m[Category::kFragmentation] == slack);
   CHECK(m.device() == m.total());
   CHECK(m.reserved() == m.allocated() + slack);
-  CHECK(m.device() == m.reserved() + (1LL << 29) + 2 * 294 * mib);
+  CHECK(m.device() == m.reserved() - 2'147'483'648LL + (1LL << 29) + 2 * 294 * mib);
+  // The allocated figure is every category but runtime and slack, + the
+  // cuBLAS workspace + the held blocks.
+  std::int64_t tensors = 0;
+  for (Category c : {Category::kWeights, Category::kGradients, Category::kOptimizer, Category::kActivations,
+                     Category::kTransient, Category::kComm})
+    tensors += m[c];
+  CHECK(m.allocated() == tensors + 33 * mib + 2'147'483'648LL);
+}
+
+TEST_CASE("stream-held blocks fill only the memory left over", "[memory][allocator]") {
+  // nanotron, Llama-2-7B, tp = 2, mbs = 4: the held reduce-scatter inputs
+  // would be 2 x 32 x 2·4096·4·4096 B = 8 GiB, more than the memory the rest
+  // leaves; the allocator frees them before it fails, so allocated stops at
+  // the GPU's memory (less what lives outside the allocator) and device bytes
+  // never include them.
+  Spec s = test::spec_for(test::model("llama-2-7b"), 8, int(kS), 128);
+  s.cluster = test::cluster("dgx-h100");
+  s.training.flash_attention = true;
+  s.training.framework = Framework::kNanotron;
+  Layout l = parse_layout("tp=2,sp=1,pp=1,zero=1,mbs=4");
+  REQUIRE(!resolve_layout(s, &l));
+  const MemoryBreakdown m = stage_memory(s, l, 0);
+  const std::int64_t gpu = gpu_memory_bytes(s.cluster);
+  INFO("device " << m.total() << " held " << m.held_for_streams);
+  CHECK(m.held_for_streams > 0);
+  CHECK(m.held_for_streams < 8LL << 30);
+  CHECK(m.total() - m[Category::kFragmentation] + m.held_for_streams == gpu);
 }
