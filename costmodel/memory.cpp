@@ -189,23 +189,23 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
   const std::int64_t X = a.s * a.b * m.hidden_size * a.act_bytes / (l.sp ? l.tp : 1);
   const std::int64_t H = a.s * a.b * m.hidden_size * a.act_bytes;
   TransientPeak peak = lt;
-  const int per_logit = (prof.loss.act_logits_live ? a.act_bytes : 0) + 4 * prof.loss.extra_fp32_copies;
+  const int per_logit = loss_transient_bytes_per_logit(prof.loss, a.act_bytes);
   if (last) {
     // At the loss's forward peak, besides the saved fp32 softmax: the logits
     // in the activation dtype if still referenced, any extra fp32 copies
     // (framework profile), and fp32 max | sum | target | loss per token; then
     // the output layer's input gradient H and the residual gradient X.
-    const std::int64_t logits = a.s * a.b * vocab * per_logit + 16 * a.s * a.b;
+    const std::int64_t logits = a.s * a.b * vocab * per_logit + prof.loss.row_bytes_per_token * a.s * a.b;
     if (logits > peak.bytes) peak = {logits, "logits"};
     if (H + X > peak.bytes) peak = {H + X, "output layer backward: input grad + residual grad"};
   }
   if (first && l.sp && H > peak.bytes) peak = {H, "embedding: partial sum before the reduce-scatter"};
   out.add(Category::kTransient, "short-lived buffers (peak)", peak.bytes, [&] {
     if (std::string_view(peak.phase) == "logits")
-      return fmt::format("logits {} B x s {} x b {} x vocab/tp {} + 16 B x s x b (cross-entropy row statistics) [{}]",
-                         per_logit, a.s, a.b, vocab, prof.loss.source);
+      return fmt::format("logits {} B x s {} x b {} x vocab/tp {} + {} B x s x b (cross-entropy row statistics)",
+                         per_logit, a.s, a.b, vocab, prof.loss.row_bytes_per_token);
     return fmt::format("{} ({})", peak.phase, human(peak.bytes));
-  });
+  }, std::string_view(peak.phase) == "logits" ? prof.loss.source : nullptr);
 
   // Communication buffers.
   std::int64_t biggest = sp.layer;  // the largest group gathered at once (a layer, or the embedding)
@@ -306,10 +306,10 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
     out.add(Category::kFragmentation, "segment rounding of saved activations", in_flight * layers_per_chunk * slack,
             [&] { return fmt::format("{} in flight x {} layers x {} per layer", in_flight, layers_per_chunk, human(slack)); },
             "pytorch c10/cuda/CUDACachingAllocator.cpp@001074d2 (kMinLargeAlloc 10 MiB, kRoundLarge 2 MiB, :117-124)");
-    if (last && prof.loss.stranded_act_logits > 0) {
-      const std::int64_t bytes = prof.loss.stranded_act_logits * a.act_bytes * a.s * a.b * vocab;
+    if (last && prof.loss.logits_block_stranded && a.act_bytes < 4) {
+      const std::int64_t bytes = a.act_bytes * a.s * a.b * vocab;
       out.add(Category::kFragmentation, "logits block stranded before the larger fp32 request", bytes, [&] {
-        return fmt::format("{} x {} B x s {} x b {} x vocab/tp {}", prof.loss.stranded_act_logits, a.act_bytes, a.s, a.b, vocab);
+        return fmt::format("{} B x s {} x b {} x vocab/tp {}", a.act_bytes, a.s, a.b, vocab);
       }, prof.loss.stranded);
     }
   }

@@ -3,6 +3,8 @@
 // profile cites (docs/frameworks.md) and from DeepSpeed's own estimator.
 #include <catch2/catch.hpp>
 
+#include <tuple>
+
 #include "costmodel/activations.hpp"
 #include "costmodel/frameworks/profile.hpp"
 #include "costmodel/memory.hpp"
@@ -128,17 +130,19 @@ TEST_CASE("the loss's forward peak per framework: bytes per logit besides the sa
   // seq 4096, mbs 1: logits = s·V/t = 65,667,072 elements. Megatron keeps the
   // bf16 logits beside its fp32 copy (max subtracted in place): 2 B; nanotron
   // frees the bf16 logits after the cast but makes a second fp32 tensor
-  // (logits - max): 4 B. Both add 16 B per token of fp32 row statistics.
-  // The layer backward peaks lower, so the loss sets the transient term.
+  // (logits - max): 4 B. Per token, Megatron holds 16 B of fp32 row
+  // statistics (max, sum, target logit, loss); nanotron 37 B (those + log(sum)
+  // in fp32, int64 masked target and arange, bool mask). The layer backward
+  // peaks lower, so the loss sets the transient term.
   const std::int64_t logits = kS * 128256 / 8;
-  for (auto [f, per_logit] : {std::pair{Framework::kMegatron, 2}, std::pair{Framework::kNanotron, 4}}) {
+  for (auto [f, per_logit, row] : {std::tuple{Framework::kMegatron, 2, 16}, std::tuple{Framework::kNanotron, 4, 37}}) {
     Spec s = test::spec_for(test::model("llama-3.1-8b"), 8, int(kS), 64);
     s.training.flash_attention = true;
     s.training.framework = f;
     Layout l = parse_layout("tp=8,pp=1,sp=1,zero=1");
     REQUIRE(!resolve_layout(s, &l));
     INFO(framework_name(f));
-    CHECK(stage_memory(s, l, 0)[Category::kTransient] == logits * per_logit + 16 * kS);
+    CHECK(stage_memory(s, l, 0)[Category::kTransient] == logits * per_logit + row * kS);
   }
 }
 

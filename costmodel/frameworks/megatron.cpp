@@ -44,9 +44,10 @@ const Profile& megatron_profile() {
           false, "TransformerEngine@d0067d0d transformer_engine/pytorch/attention/dot_product_attention/backends.py:1655-1664",
           true, "TransformerEngine@d0067d0d transformer_engine/pytorch/module/layernorm_linear.py:526-536 (rsigma fp32)",
           MCORE "megatron/core/models/gpt/gpt_layer_specs.py:145-157 (TE LayerNorm+Linear, TEDotProductAttention)"},
-      LossVariant{true, 0,
-                  MCORE "megatron/core/tensor_parallel/cross_entropy.py:25 (.float() copy), :42 (max subtracted in place)",
-                  0, "the bf16 logits stay referenced while the fp32 copy is made: nothing freed before it"},
+      LossVariant{true, true, true, 16,
+                  MCORE "megatron/core/tensor_parallel/cross_entropy.py:25 (.float() copy), :42 (max subtracted in place), "
+                        "fp32 logits_max, sum_exp_logits, predicted_logits and loss per token",
+                  false, "the bf16 logits stay referenced while the fp32 copy is made: nothing freed before it"},
       true,
       MCORE "megatron/core/utils.py:727-753 (GlobalMemoryBuffer), tensor_parallel/layers.py:623-629",
       2,

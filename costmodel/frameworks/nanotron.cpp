@@ -44,10 +44,12 @@ const Profile& nanotron_profile() {
           true, NT "src/nanotron/models/llama.py:470-474 ([3,b,s,a,d] contiguous copy), :655-657 (k,v concatenated copy)",
           true, "huggingface/nanotron@2411b022 src/nanotron/nn/layer_norm.py:27-54 (flash-attn Triton RMSNorm saves rstd fp32)",
           NT "src/nanotron/models/llama.py (CausalSelfAttention, MLP, LlamaDecoderLayer)"},
-      LossVariant{false, 1,
-                  NT "src/nanotron/models/llama.py:876 (x.float()), parallel/tensor_parallel/functional.py:43 "
-                     "(logits - max: a new fp32 tensor)",
-                  1, NT "src/nanotron/models/llama.py:876,907-911 (the bf16 logits die after the cast; the next request is twice their size)"},
+      LossVariant{false, true, false, 37,
+                  NT "src/nanotron/models/llama.py:876,907-911 (x.float(), referenced by the caller), "
+                     "parallel/tensor_parallel/functional.py:40-43 (logits - max: a new fp32 tensor, exp and division in place); "
+                     "per token at the loss tensor's allocation (:40-78): fp32 max, predicted logit, sum, log(sum), loss "
+                     "(20) + int64 masked target and arange (16) + bool mask (1)",
+                  true, NT "src/nanotron/models/llama.py:907-911 (the bf16 logits die after the cast; the next request is twice their size)"},
       true,
       "huggingface/nanotron@2411b022 src/nanotron/parallel/utils.py:13-27 (singleton MemoryBuffer \"allgather\")",
       2,

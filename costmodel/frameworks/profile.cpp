@@ -17,6 +17,14 @@ std::int64_t bucket_params(const Profile& p, const Training& t) {
   return t.grad_bucket_params_given ? t.grad_bucket_params : p.default_bucket_params;
 }
 
+int loss_transient_bytes_per_logit(const LossVariant& v, int act_bytes) {
+  if (act_bytes < 4)  // L and F are distinct tensors
+    return (v.logits_live ? act_bytes : 0) + (v.upcast_live && !v.softmax_in_place ? 4 : 0);
+  // fp32 activations: F is L. If S is made in place it is L too.
+  if (v.softmax_in_place) return 0;
+  return v.logits_live || v.upcast_live ? 4 : 0;
+}
+
 const char* framework_unsupported(const Profile& p, const Layout& l) {
   if (l.zero < 0 || l.zero > 3 || !p.zero_supported[l.zero]) return p.zero_note;
   if (!p.recompute_supported[int(l.recompute)]) return p.recompute_note;

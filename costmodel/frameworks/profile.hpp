@@ -62,23 +62,27 @@ struct ActivationVariant {
   Source layer_spec;
 };
 
-// The output layer and cross-entropy. The fp32 softmax (4 B per logit) is
-// held to backward by every stack; what differs is what else is live at the
-// loss's forward peak.
+// The output layer and cross-entropy, as three tensors per logit: the
+// lm-head output L (activation dtype), its fp32 upcast F (the same tensor as L
+// when the activations are fp32) and the fp32 softmax S saved for backward
+// (4 B, held by every stack; the same tensor as F when computed in place).
+// What else is live at the loss's forward peak is what differs.
 struct LossVariant {
-  // The activation-dtype logits are still referenced at the peak.
-  bool act_logits_live = true;
-  // fp32 logit-sized tensors live at the peak besides the saved softmax
-  // (an out-of-place max subtraction, or the fp32 upcast feeding log_softmax).
-  int extra_fp32_copies = 0;
+  bool logits_live = true;        // L is still referenced at the peak
+  bool upcast_live = false;       // F is referenced at the peak besides S
+  bool softmax_in_place = false;  // S is computed in place in F (no tensor of its own)
+  // fp32 or int64 per-token tensors live at the peak (row max, sum, target
+  // logit, loss, masks), bytes per token.
+  int row_bytes_per_token = 0;
   Source source;
-  // Freed before a larger request at the peak, so the caching allocator cannot
-  // reuse the block: reserved but not allocated (activation-dtype logits freed
-  // before the second fp32 tensor). Bytes per logit in activation-dtype units:
-  // 1 = one activation-dtype logit tensor.
-  int stranded_act_logits = 0;
+  // L is freed before S, a larger request, is made: its block stays reserved.
+  bool logits_block_stranded = false;
   Source stranded;
 };
+
+// Bytes per logit live at the loss's forward peak besides the saved softmax S,
+// for activations of `act_bytes` (aliasing as described above).
+int loss_transient_bytes_per_logit(const LossVariant& v, int act_bytes);
 
 // Runtime memory outside the caching allocator, when the cluster spec does not
 // give runtime_overhead_gib, and the allocator's own behaviour.
