@@ -195,7 +195,8 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
     // in the activation dtype if still referenced, any extra fp32 copies
     // (framework profile), and fp32 max | sum | target | loss per token; then
     // the output layer's input gradient H and the residual gradient X.
-    const std::int64_t logits = a.s * a.b * vocab * per_logit + prof.loss.row_bytes_per_token * a.s * a.b;
+    const std::int64_t logits =
+        loss_forward_peak_bytes(prof.loss, a.s * a.b, vocab, a.act_bytes) - 4 * a.s * a.b * vocab;  // softmax: activations
     if (logits > peak.bytes) peak = {logits, "logits"};
     if (H + X > peak.bytes) peak = {H + X, "output layer backward: input grad + residual grad"};
   }

@@ -11,6 +11,7 @@ packages=(
   nlohmann-json3-dev libfmt-dev libbenchmark-dev
   openmpi-bin libopenmpi-dev
   libimgui-dev libglfw3-dev libgl1-mesa-dev libgl1-mesa-dri libstb-dev xvfb xauth
+  python3-torch  # the PyTorch oracle test (tests/oracle), under the system /usr/bin/python3
 )
 
 installed() {

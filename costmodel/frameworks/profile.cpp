@@ -25,6 +25,10 @@ int loss_transient_bytes_per_logit(const LossVariant& v, int act_bytes) {
   return v.logits_live || v.upcast_live ? 4 : 0;
 }
 
+std::int64_t loss_forward_peak_bytes(const LossVariant& v, std::int64_t tokens, std::int64_t vocab_rows, int act_bytes) {
+  return tokens * vocab_rows * (4 + loss_transient_bytes_per_logit(v, act_bytes)) + tokens * v.row_bytes_per_token;
+}
+
 const char* framework_unsupported(const Profile& p, const Layout& l) {
   if (l.zero < 0 || l.zero > 3 || !p.zero_supported[l.zero]) return p.zero_note;
   if (!p.recompute_supported[int(l.recompute)]) return p.recompute_note;

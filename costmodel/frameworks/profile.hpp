@@ -83,6 +83,10 @@ struct LossVariant {
 // Bytes per logit live at the loss's forward peak besides the saved softmax S,
 // for activations of `act_bytes` (aliasing as described above).
 int loss_transient_bytes_per_logit(const LossVariant& v, int act_bytes);
+// Every byte the loss holds at its forward peak for s·b tokens and `vocab_rows`
+// logits per token: the saved fp32 softmax, the transient logits above and the
+// per-token row tensors (what tests/oracle measures with PyTorch's profiler).
+std::int64_t loss_forward_peak_bytes(const LossVariant& v, std::int64_t tokens, std::int64_t vocab_rows, int act_bytes);
 
 // Runtime memory outside the caching allocator, when the cluster spec does not
 // give runtime_overhead_gib, and the allocator's own behaviour.

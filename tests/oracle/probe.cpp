@@ -1,0 +1,60 @@
+// paraplan's side of the PyTorch oracle (tests/oracle/oracle.py): prints, as
+// one JSON line, what a framework profile predicts for one transformer layer's
+// saved tensors and for the loss's forward peak at the shape given.
+//   paraplan_oracle_probe FRAMEWORK STYLE H HEADS KV FFN S B TP VOCAB DTYPE FLASH
+// STYLE: llama (RMSNorm, SwiGLU, no biases) | gpt (LayerNorm, GeLU, biases);
+// no dropout; TP splits heads, kv heads, ffn and vocabulary by TP (no SP).
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+#include "costmodel/activations.hpp"
+#include "costmodel/frameworks/profile.hpp"
+
+using namespace paraplan;
+
+int main(int argc, char** argv) {
+  if (argc != 13) {
+    std::cerr << "usage: paraplan_oracle_probe FRAMEWORK STYLE H HEADS KV FFN S B TP VOCAB DTYPE FLASH\n";
+    return 2;
+  }
+  Framework f;
+  if (!parse_framework(argv[1], &f)) {
+    std::cerr << "unknown framework " << argv[1] << "\n";
+    return 2;
+  }
+  const std::string style = argv[2];
+  Model m;
+  m.name = "oracle-" + style;
+  m.num_layers = 1;
+  m.hidden_size = std::atoi(argv[3]);
+  m.num_attention_heads = std::atoi(argv[4]);
+  m.num_kv_heads = std::atoi(argv[5]);
+  m.head_dim = m.hidden_size / m.num_attention_heads;
+  m.ffn_hidden_size = std::atoi(argv[6]);
+  const bool llama = style == "llama";
+  m.activation = llama ? Activation::kSwiglu : Activation::kGelu;
+  m.normalization = llama ? Normalization::kRmsNorm : Normalization::kLayerNorm;
+  m.bias = !llama;
+  const std::int64_t s = std::atoll(argv[7]), b = std::atoll(argv[8]);
+  const int tp = std::atoi(argv[9]);
+  const std::int64_t vocab = std::atoll(argv[10]);
+  const int act = std::string(argv[11]) == "fp32" ? 4 : 2;
+  const bool flash = std::string(argv[12]) == "1";
+  const Profile& p = profile(f);
+  const ActShape a{s, b, tp, false, act};
+  nlohmann::json j;
+  j["layer_saved_bytes"] = layer_activation_bytes(m, flash, Recompute::kNone, a, p.act);
+  j["loss_peak_bytes"] = loss_forward_peak_bytes(p.loss, s * b, vocab / tp, act);
+  // The same without the per-token row tensors: the logit-sized tensors only.
+  j["loss_peak_logit_bytes"] = loss_forward_peak_bytes(p.loss, s * b, vocab / tp, act) - s * b * p.loss.row_bytes_per_token;
+  nlohmann::json tensors = nlohmann::json::array();
+  for (const SavedTensor& t : layer_saved_tensors(m, flash, p.act))
+    tensors.push_back({{"op", t.op}, {"tensor", t.tensor}, {"bytes", tensor_bytes(t, a)}});
+  j["tensors"] = tensors;
+  std::cout << j.dump() << "\n";
+  return 0;
+}
