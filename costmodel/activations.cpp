@@ -12,6 +12,20 @@ std::int64_t tensor_bytes(const SavedTensor& t, const ActShape& a) {
   return split ? elems * per_elem / a.tp : elems * per_elem;
 }
 
+namespace {
+// What a norm keeps of its input: the input itself, or (eager RMSNorm) an fp32
+// upcast of it and the normalized tensor the weight multiplies.
+void add_norm_inputs(TensorList* l, const char* op, const Model& m, const ActivationVariant& v) {
+  const std::int64_t h = m.hidden_size;
+  if (v.rmsnorm_eager_upcast && m.normalization == Normalization::kRmsNorm) {
+    l->add({op, "fp32 upcast of the input", h, 0, ElemKind::kFp32, Shard::kSp, false});
+    l->add({op, "normalized (before the weight)", h, 0, ElemKind::kAct, Shard::kSp, false});
+  } else {
+    l->add({op, "input", h, 0, ElemKind::kAct, Shard::kSp, false});
+  }
+}
+}  // namespace
+
 TensorList layer_saved_tensors(const Model& m, bool flash, const ActivationVariant& v) {
   const std::int64_t h = m.hidden_size, q = m.q_width(), kv = m.kv_width(),
                      heads = m.num_attention_heads;
@@ -19,7 +33,7 @@ TensorList layer_saved_tensors(const Model& m, bool flash, const ActivationVaria
   TensorList l;
   // Attention block (pre-norm).
   const std::int64_t stats = m.normalization == Normalization::kRmsNorm ? 1 : 2;  // rstd (+ mean)
-  l.add({"attn_norm", "input", h, 0, ElemKind::kAct, Shard::kSp, false});
+  add_norm_inputs(&l, "attn_norm", m, v);
   if (v.norm_saves_stats) l.add({"attn_norm", "fp32 statistics", stats, 0, ElemKind::kFp32, Shard::kSp, false});
   l.add({"qkv_linear", "input (norm output)", h, 0, ElemKind::kAct, Shard::kSp, false});
   if (flash) {
@@ -51,7 +65,7 @@ TensorList layer_saved_tensors(const Model& m, bool flash, const ActivationVaria
   l.add({"out_proj", "input (attention output)", q, 0, ElemKind::kAct, Shard::kTp, false});
   if (hid_drop) l.add({"attn_residual_dropout", "mask", h, 0, ElemKind::kMask, Shard::kSp, false});
   // MLP block.
-  l.add({"mlp_norm", "input", h, 0, ElemKind::kAct, Shard::kSp, false});
+  add_norm_inputs(&l, "mlp_norm", m, v);
   if (v.norm_saves_stats) l.add({"mlp_norm", "fp32 statistics", stats, 0, ElemKind::kFp32, Shard::kSp, false});
   l.add({"fc1", "input (norm output)", h, 0, ElemKind::kAct, Shard::kSp, false});
   l.add({m.activation == Activation::kSwiglu ? "swiglu" : "gelu", "input", m.ffn_in_width(), 0,

@@ -116,6 +116,11 @@ TEST_CASE("nanotron's Llama layer saves more than the fused stack, op by op", "[
   const ActShape a{kS, 1, 1, false, 2};
   CHECK(layer_activation_bytes(m, true, Recompute::kNone, a) == kS * 131'712);
   CHECK(layer_activation_bytes(m, true, Recompute::kNone, a, nanotron_profile().act) == kS * (131'712 + 38'408));
+  // DeepSpeed runs the user's eager model (HF LlamaRMSNorm): each norm keeps an
+  // fp32 upcast (4h) and the normalized bf16 tensor (2h) instead of its input
+  // (2h): + 2 x 4·4096 = 32,768 B, besides the unfused SiLU output and stats.
+  CHECK(layer_activation_bytes(m, true, Recompute::kNone, a, deepspeed_profile().act) ==
+        kS * (131'712 + 22'016 + 8 + 32'768));
   // Megatron (fused SwiGLU, TE attention): only the norm statistics differ.
   CHECK(layer_activation_bytes(m, true, Recompute::kNone, a, megatron_profile().act) == kS * (131'712 + 8));
   // GQA (Llama-3.1-8B: 8 kv heads): the K, V copy replaces the split, no extra.

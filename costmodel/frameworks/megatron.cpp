@@ -43,7 +43,8 @@ const Profile& megatron_profile() {
           false, MCORE "megatron/core/fusions/fused_bias_swiglu.py:163-184 (saves the fc1 output only)",
           false, "TransformerEngine@d0067d0d transformer_engine/pytorch/attention/dot_product_attention/backends.py:1655-1664",
           true, "TransformerEngine@d0067d0d transformer_engine/pytorch/module/layernorm_linear.py:526-536 (rsigma fp32)",
-          MCORE "megatron/core/models/gpt/gpt_layer_specs.py:145-157 (TE LayerNorm+Linear, TEDotProductAttention)"},
+          MCORE "megatron/core/models/gpt/gpt_layer_specs.py:145-157 (TE LayerNorm+Linear, TEDotProductAttention)",
+          false, "TE fused norms"},
       LossVariant{true, true, true, 16,
                   MCORE "megatron/core/tensor_parallel/cross_entropy.py:25 (.float() copy), :42 (max subtracted in place), "
                         "fp32 logits_max, sum_exp_logits, predicted_logits and loss per token",

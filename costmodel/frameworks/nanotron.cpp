@@ -43,7 +43,8 @@ const Profile& nanotron_profile() {
           true, NT "src/nanotron/models/llama.py:199-201 (split views + act(gate) * up)",
           true, NT "src/nanotron/models/llama.py:470-474 ([3,b,s,a,d] contiguous copy), :655-657 (k,v concatenated copy)",
           true, "huggingface/nanotron@2411b022 src/nanotron/nn/layer_norm.py:27-54 (flash-attn Triton RMSNorm saves rstd fp32)",
-          NT "src/nanotron/models/llama.py (CausalSelfAttention, MLP, LlamaDecoderLayer)"},
+          NT "src/nanotron/models/llama.py (CausalSelfAttention, MLP, LlamaDecoderLayer)",
+          false, "Triton RMSNorm (flash-attn layer_norm_fn) saves its input"},
       LossVariant{false, true, false, 37,
                   NT "src/nanotron/models/llama.py:876,907-911 (x.float(), referenced by the caller), "
                      "parallel/tensor_parallel/functional.py:40-43 (logits - max: a new fp32 tensor, exp and division in place); "

@@ -60,6 +60,11 @@ struct ActivationVariant {
   Source norm_stats;
   // Where the layer's op list (which module saves what) is read.
   Source layer_spec;
+  // RMSNorm written in eager PyTorch (HF LlamaRMSNorm): it keeps an fp32
+  // upcast of its input and the normalized activation-dtype tensor the weight
+  // multiplies, not the input itself.
+  bool rmsnorm_eager_upcast = false;
+  Source rmsnorm_eager;
 };
 
 // The output layer and cross-entropy, as three tensors per logit: the

@@ -186,6 +186,73 @@ def nanotron_layer(h, heads, kv, ffn, s, b, tp, dtype=torch.bfloat16):
     return counter.total()
 
 
+class FusedRMSNorm(torch.autograd.Function):
+    """PyTorch's fused rms_norm kernel (what nn.RMSNorm runs in torchtitan): saves x and fp32 rstd."""
+
+    @staticmethod
+    def forward(ctx, x, w, eps):
+        xf = x.float()
+        rstd = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+        ctx.save_for_backward(x, w, rstd)
+        return (xf * rstd).to(x.dtype) * w
+
+    @staticmethod
+    def backward(ctx, g):
+        raise NotImplementedError
+
+
+def hf_rmsnorm(x, w, eps=1e-6):
+    """transformers' LlamaRMSNorm.forward, in its own eager ops. The mean is
+    written as a sum times 1/h: torch 1.13's mean keeps its input for backward,
+    where current PyTorch keeps only its sizes (derivatives.yaml, mean.dim:
+    mean_backward(grad, self.sym_sizes(), dim, self.sym_numel(), keepdim))."""
+    xf = x.to(torch.float32)
+    variance = xf.pow(2).sum(-1, keepdim=True) * (1.0 / x.shape[-1])
+    xf = xf * torch.rsqrt(variance + eps)
+    return w * xf.to(x.dtype)
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def llama_eager_layer(style, h, heads, kv, ffn, s, b, tp, dtype=torch.bfloat16):
+    """Saved bytes of one eager Llama layer as HF transformers (`hf`, DeepSpeed's
+    usual model) or torchtitan (`titan`, FSDP2) write it: separate q/k/v and
+    gate/up projections, SwiGLU unfused; SDPA as the flash stand-in."""
+    a, g, d, f = heads // tp, kv // tp, h // heads, ffn // tp
+    p = lambda *shape: torch.randn(*shape, dtype=dtype, requires_grad=True)
+    n1, n2 = p(h), p(h)
+    wq, wk, wv, wo = p(a * d, h), p(g * d, h), p(g * d, h), p(h, a * d)
+    w1, w3, w2 = p(f, h), p(f, h), p(h, f)
+    pos = torch.arange(s).float()[:, None] * torch.arange(d // 2).float()[None, :] / d
+    cos = torch.cat([pos.cos(), pos.cos()], -1).to(dtype)  # [s, d] buffers, not activations
+    sin = torch.cat([pos.sin(), pos.sin()], -1).to(dtype)
+    cache = torch.polar(torch.ones(s, d // 2), pos)  # complex64 [s, d/2]
+    x = torch.randn(b, s, h, dtype=dtype, requires_grad=True)
+    counter = SavedCounter([n1, n2, wq, wk, wv, wo, w1, w3, w2, cos, sin, cache])
+    with counter.hooks():
+        xn = hf_rmsnorm(x, n1) if style == "hf" else FusedRMSNorm.apply(x, n1, 1e-6)
+        q = F.linear(xn, wq).view(b, s, a, d)
+        k = F.linear(xn, wk).view(b, s, g, d)
+        v = F.linear(xn, wv).view(b, s, g, d)
+        if style == "hf":  # apply_rotary_pos_emb: q * cos + rotate_half(q) * sin
+            c, si = cos[None, :, None, :], sin[None, :, None, :]
+            q = q * c + rotate_half(q) * si
+            k = k * c + rotate_half(k) * si
+        else:  # torchtitan ComplexRoPE.apply_rotary_emb (rope.py:260-264)
+            cc = cache[None, :, None, :]
+            q = torch.view_as_real(torch.view_as_complex(q.float().reshape(b, s, a, -1, 2)) * cc).flatten(-2).type_as(q)
+            k = torch.view_as_real(torch.view_as_complex(k.float().reshape(b, s, g, -1, 2)) * cc).flatten(-2).type_as(k)
+        out = FlashAttn.apply(q.reshape(b * s, a, d), k.reshape(b * s, g, d), v.reshape(b * s, g, d), b, s)
+        hid = x + F.linear(out.view(b, s, a * d), wo)
+        hn = hf_rmsnorm(hid, n2) if style == "hf" else FusedRMSNorm.apply(hid, n2, 1e-6)
+        y = hid + F.linear(F.silu(F.linear(hn, w1)) * F.linear(hn, w3), w2)
+    del y
+    return counter.total()
+
+
 def gpt_layer(h, heads, ffn, s, b, tp, dtype=torch.float32):
     """Saved bytes of one eager GPT-style layer (no dropout), heads/ffn split by tp."""
     a, d, f = heads // tp, h // heads, ffn // tp
@@ -271,6 +338,15 @@ def main():
             meas = loss_peak("nanotron", h, s, b, vocab // tp, torch.bfloat16)
             rows.append(("nanotron", f"loss h{h} s{s} b{b} V/tp {vocab // tp}", "loss peak", meas,
                          pred["loss_peak_logit_bytes"]))
+    for framework, style in (("fsdp", "titan"), ("deepspeed", "hf")):
+        for (h, heads, kv, ffn, s, b, vocab) in llama_shapes:
+            for tp in (1, 2):
+                if kv % tp:
+                    continue
+                meas = llama_eager_layer(style, h, heads, kv, ffn, s, b, tp)
+                pred = predicted(framework, "llama", h, heads, kv, ffn, s, b, tp, vocab, "bf16", True)
+                rows.append((framework, f"llama-{style} h{h} a{heads} g{kv} f{ffn} s{s} b{b} tp{tp}", "layer saved",
+                             meas, pred["layer_saved_bytes"]))
     for framework in ("fsdp", "deepspeed"):
         for (h, heads, kv, ffn, s, b, vocab) in gpt_shapes:
             for tp in (1, 2):
