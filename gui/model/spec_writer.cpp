@@ -89,14 +89,17 @@ std::string spec_to_yaml(const Spec& s) {
   e << YAML::Key << "num_nodes" << YAML::Value << s.num_nodes;
   const Training& t = s.training;
   e << YAML::Key << "training" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "framework" << YAML::Value << framework_name(t.framework);
   e << YAML::Key << "seq_length" << YAML::Value << t.seq_length;
   e << YAML::Key << "global_batch_size" << YAML::Value << t.global_batch_size;
   e << YAML::Key << "precision" << YAML::Value << dtype_name(t.precision);
-  e << YAML::Key << "grad_dtype" << YAML::Value << dtype_name(t.grad_dtype);
+  // Only when the spec gave them: otherwise they follow the precision and the
+  // framework (Megatron's main_grad is fp32 unless bf16 is asked for).
+  if (t.grad_dtype_given) e << YAML::Key << "grad_dtype" << YAML::Value << dtype_name(t.grad_dtype);
   e << YAML::Key << "optimizer" << YAML::Value << optimizer_name(t.optimizer);
   e << YAML::Key << "optimizer_state_bytes" << YAML::Value << t.optimizer_state_bytes;
   e << YAML::Key << "flash_attention" << YAML::Value << t.flash_attention;
-  e << YAML::Key << "grad_bucket_params" << YAML::Value << t.grad_bucket_params;
+  if (t.grad_bucket_params_given) e << YAML::Key << "grad_bucket_params" << YAML::Value << t.grad_bucket_params;
   e << YAML::Key << "overlap_dp_comm" << YAML::Value << t.overlap_dp_comm;
   e << YAML::EndMap;
   e << YAML::Key << "memory_headroom" << YAML::Value << s.memory_headroom;
