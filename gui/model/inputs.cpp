@@ -192,5 +192,9 @@ void set_precision_of(Inputs* in, DType p) {
 void set_headroom(Inputs* in, double f) {
   set_if(in, &in->spec.memory_headroom, std::clamp(f, 0.0, 0.99));
 }
+void set_framework(Inputs* in, Framework f) {
+  if (int(f) < 0 || int(f) >= kNumFrameworks) return;
+  set_if(in, &in->spec.training.framework, f);
+}
 
 }  // namespace paraplan::gui

@@ -51,5 +51,6 @@ void set_global_batch(Inputs* in, int gbs);
 void set_seq_length(Inputs* in, int seq);
 void set_precision_of(Inputs* in, DType p);  // gradients and optimizer state follow unless given
 void set_headroom(Inputs* in, double fraction);
+void set_framework(Inputs* in, Framework f);  // whose memory accounting the plan predicts
 
 }  // namespace paraplan::gui

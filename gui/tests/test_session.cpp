@@ -76,6 +76,12 @@ TEST_CASE("setters clamp and bump the revision only on change", "[inputs]") {
   CHECK(in.spec.training.grad_dtype == DType::kFp32);
   // Adam in fp32: no master copy, m + v = 8 B/param.
   CHECK(in.spec.training.optimizer_state_bytes == Approx(8));
+  const auto r1 = in.revision;
+  set_framework(&in, Framework::kNanotron);
+  CHECK(in.spec.training.framework == Framework::kNanotron);
+  CHECK(in.revision == r1 + 1);
+  set_framework(&in, Framework::kNanotron);  // unchanged: no new plan
+  CHECK(in.revision == r1 + 1);
 }
 
 TEST_CASE("a bad file is an error message and the spec is kept", "[inputs]") {

@@ -179,6 +179,9 @@ void controls(Session& s) {
   int prec = int(spec.training.precision);
   ImGui::SetNextItemWidth(field_w);
   if (ImGui::Combo("precision", &prec, "bf16\0fp16\0fp32\0")) set_precision_of(&in, DType(prec));
+  int fw = int(spec.training.framework);
+  ImGui::SetNextItemWidth(field_w);
+  if (ImGui::Combo("framework", &fw, "megatron\0deepspeed\0fsdp\0nanotron\0paraplan\0")) set_framework(&in, Framework(fw));
   float headroom = float(spec.memory_headroom * 100);
   ImGui::SetNextItemWidth(field_w);
   if (ImGui::SliderFloat("headroom", &headroom, 0.0f, 50.0f, "%.1f %%")) set_headroom(&in, headroom / 100.0);
