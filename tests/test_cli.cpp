@@ -305,6 +305,17 @@ TEST_CASE("layouts that cannot run: exit 2 naming the layout field and why", "[c
       {"interleaved schedule with 2 micro-batches on pp=4 (dp=2, mbs=128)",
        b, check_with({"--layout", "pp=4,vpp=2,mbs=128"}), 2,
        {"@DIR@/spec.yaml: layout.vpp: ", "micro-batches (2) divisible by pp 4"}},
+      {"a ZeRO stage the framework lacks (nanotron, zero=2)", b,
+       check_with({"--layout", "tp=2,zero=2", "--framework", "nanotron"}), 2,
+       {"@DIR@/spec.yaml: layout.zero: ", "framework nanotron", "zero=0 or zero=1"}},
+      {"a recompute policy the framework lacks (fsdp, selective)", b,
+       check_with({"--layout", "tp=1,zero=3,recompute=selective", "--framework", "fsdp"}), 2,
+       {"@DIR@/spec.yaml: layout.recompute: ", "framework fsdp"}},
+      {"unknown --framework", b, check_with({"--framework", "bogus"}), 2,
+       {"--framework: ", "expected megatron, deepspeed, fsdp, nanotron or paraplan, got 'bogus'"}},
+      {"unknown training.framework in the spec",
+       edit(b, "spec.yaml", "  global_batch_size: 512", "  global_batch_size: 512\n  framework: megatronn"), kCheck, 2,
+       {"@DIR@/spec.yaml:7: training.framework: ", "megatron | deepspeed | fsdp | nanotron | paraplan"}},
   });
 }
 
