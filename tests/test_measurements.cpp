@@ -155,3 +155,65 @@ TEST_CASE("nanotron on H100 (Ultra-Scale Playbook, pp = 1): rank-0 memory from p
   CHECK(crashed_alone == 57);
   CHECK(crashed_alone_not_fit * 10 >= crashed_alone * 8);
 }
+
+// ---- Megatron-LM: its own memory regression tests ---------------------------
+//
+// Megatron-LM's CI logs torch.cuda.memory_stats() to TensorBoard from the last
+// rank (megatron/training/global_vars.py:241) and keeps the values as golden
+// files. Two dense GPT cases run on one node of 8 GPUs
+// (tests/test_utils/recipes/h100/gpt.yaml: nodes 1, gpus 8), TE, bf16,
+// distributed optimizer, overlapped grad reduce and param gather, no gradient
+// accumulation fusion, seq 8192, global batch 8. mem-max-allocated-bytes is
+// taken after the first step (the first step's peak has no Adam state yet).
+TEST_CASE("Megatron-LM's memory regression tests: max_memory_allocated of the last rank", "[measurements][megatron]") {
+  struct Golden {
+    const char* name;
+    const char* cluster;
+    const char* layout;
+    double measured_max_allocated;
+    double measured_allocated;  // between steps: model state + persistent buffers
+    const char* source;
+  };
+  // NVIDIA/Megatron-LM@d98e8a64, tests/functional_tests/test_cases/gpt/<case>/golden_values_<env>.json.
+  const Golden rows[] = {
+      {"gpt3_7b_tp4_pp1_memory_speed, H100", "dgx-h100", "tp=4,pp=1,zero=1,mbs=2", 57'143'791'616.0,
+       20'663'519'232.0, "gpt3_7b_tp4_pp1_memory_speed/golden_values_dev_dgx_h100.json"},
+      {"gpt3_7b_tp4_pp1_memory_speed, A100", "dgx-a100-80gb", "tp=4,pp=1,zero=1,mbs=2", 58'188'115'968.0,
+       20'634'103'808.0, "gpt3_7b_tp4_pp1_memory_speed/golden_values_dev_dgx_a100.json"},
+      // --num-layers-per-virtual-pipeline-stage 1: 8 chunks of one layer per rank.
+      {"gpt3_7b_tp1_pp4_memory_speed, H100", "dgx-h100", "tp=1,pp=4,vpp=8,zero=1,mbs=1", 60'720'852'992.0,
+       24'808'996'864.0, "gpt3_7b_tp1_pp4_memory_speed/golden_values_dev_dgx_h100.json"},
+      {"gpt3_7b_tp1_pp4_memory_speed, A100", "dgx-a100-80gb", "tp=1,pp=4,vpp=8,zero=1,mbs=1", 60'489'064'448.0,
+       24'511'029'248.0, "gpt3_7b_tp1_pp4_memory_speed/golden_values_dev_dgx_a100.json"},
+  };
+  const Model base = load_model_file(test::repo("tests/data/measurements/megatron-gpt3-7b-memory-speed.yaml"));
+  for (const Golden& g : rows) {
+    Spec s;
+    s.model = base;
+    s.cluster = test::cluster(g.cluster);
+    s.num_nodes = 1;
+    s.training.framework = Framework::kMegatron;
+    s.training.seq_length = 8192;
+    s.training.global_batch_size = 8;
+    s.training.flash_attention = true;  // TE fused attention
+    Layout l = parse_layout(g.layout);
+    // Megatron pads the vocabulary to a multiple of 128 x tp.
+    const int pad = 128 * l.tp;
+    s.model.vocab_size = (base.vocab_size + pad - 1) / pad * pad;
+    REQUIRE(!resolve_layout(s, &l));
+    REQUIRE(l.dp == 2);
+    const MemoryEstimate e = estimate_memory(s, l);
+    const MemoryBreakdown& last = e.stages[l.pp - 1];  // the last rank logs
+    const double peak = double(last.allocated());
+    const double state = double(last[Category::kWeights] + last[Category::kGradients] + last[Category::kOptimizer] +
+                                last.runtime_in_allocator);
+    INFO(g.name << " [" << g.source << "]: predicted max allocated " << peak << " vs " << g.measured_max_allocated
+                << " (" << 100 * (peak - g.measured_max_allocated) / g.measured_max_allocated << "%); between steps "
+                << state << " vs " << g.measured_allocated << " ("
+                << 100 * (state - g.measured_allocated) / g.measured_allocated << "%)");
+    CHECK(std::abs(peak - g.measured_max_allocated) / g.measured_max_allocated <= 0.03);
+    // Between steps the pp = 4 last stage holds 1.4 GB more than its model
+    // state (not yet explained); tp = 4 is within 0.5 %.
+    CHECK(std::abs(state - g.measured_allocated) / g.measured_allocated <= 0.07);
+  }
+}
