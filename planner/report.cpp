@@ -70,6 +70,16 @@ namespace {
 const char* kShort[kNumCategories] = {"weights", "grads", "optim", "activ",
                                       "transient", "comm", "runtime", "frag"};
 
+// The gradient buffer the framework keeps (its first gradient buffer), e.g.
+// Megatron's fp32 main_grad whatever grad_dtype says when the spec leaves it out.
+std::string grad_buffer_text(const Spec& s, const Layout& l) {
+  StateBuffers b;
+  profile(s.training.framework).state_buffers(s.training, l, &b);
+  for (const StateBuffer& x : b)
+    if (x.category == Category::kGradients) return fmt::format("grads: {} ({:g} B/param)", x.name, x.bytes_per_param);
+  return "no gradient buffer";
+}
+
 std::string header(const Spec& s, const Layout& l, const MemoryEstimate& e) {
   std::string o;
   o += fmt::format("model    {} ({:.3g}B params)\n", s.model.name, double(e.params_total) / 1e9);
@@ -78,9 +88,9 @@ std::string header(const Spec& s, const Layout& l, const MemoryEstimate& e) {
   o += fmt::format("layout   {}\n", to_string(l));
   o += fmt::format("framework {} ({})\n", framework_name(s.training.framework), profile(s.training.framework).description);
   o += fmt::format("training seq {}, global batch {} = {} micro-batches of {} per dp rank, {}, "
-                   "{} grads, {} ({:g} B/param){}\n",
+                   "{}, {} ({:g} B/param){}\n",
                    s.training.seq_length, s.training.global_batch_size, num_microbatches(s, l),
-                   l.mbs, dtype_name(s.training.precision), dtype_name(s.training.grad_dtype),
+                   l.mbs, dtype_name(s.training.precision), grad_buffer_text(s, l),
                    optimizer_name(s.training.optimizer), s.training.optimizer_state_bytes,
                    s.training.flash_attention ? ", flash attention" : "");
   return o;
