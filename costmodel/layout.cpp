@@ -1,5 +1,7 @@
 #include "costmodel/layout.hpp"
 
+#include "costmodel/model.hpp"
+
 #include <charconv>
 
 namespace paraplan {
@@ -40,15 +42,21 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-int parse_positive(std::string_view key, std::string_view v, int min_value) {
-  int x = 0;
+// The value of `key`, in [min_value, max_value]; the caps (costmodel/model.hpp
+// kMax*) keep every product of layout fields inside 64 bits.
+int parse_positive(std::string_view key, std::string_view v, int min_value, int max_value) {
+  std::int64_t x = 0;
   auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec == std::errc::result_out_of_range)
+    throw LayoutError(std::string(key), "expected at most " + std::to_string(max_value) + ", got a larger number");
   if (ec != std::errc() || p != v.data() + v.size())
-    throw LayoutError(std::string(key), "expected an integer, got '" + std::string(v) + "'");
+    throw LayoutError(std::string(key), "expected an integer, got '" + std::string(v.substr(0, 40)) + "'");
   if (x < min_value)
     throw LayoutError(std::string(key), "expected an integer >= " + std::to_string(min_value) +
                                             ", got " + std::string(v));
-  return x;
+  if (x > max_value)
+    throw LayoutError(std::string(key), "expected at most " + std::to_string(max_value) + ", got " + std::string(v));
+  return int(x);
 }
 
 }  // namespace
@@ -68,18 +76,18 @@ void parse_layout_into(std::string_view text, Layout* out, LayoutFields* set) {
     if (eq == std::string_view::npos)
       throw LayoutError(std::string(item), "expected key=value, got '" + std::string(item) + "'");
     const std::string_view key = trim(item.substr(0, eq)), val = trim(item.substr(eq + 1));
-    if (key == "dp") { out->dp = parse_positive(key, val, 1); set->dp = true; }
-    else if (key == "tp") { out->tp = parse_positive(key, val, 1); set->tp = true; }
-    else if (key == "pp") { out->pp = parse_positive(key, val, 1); set->pp = true; }
-    else if (key == "vpp") { out->vpp = parse_positive(key, val, 1); set->vpp = true; }
-    else if (key == "mbs") { out->mbs = parse_positive(key, val, 1); set->mbs = true; }
+    if (key == "dp") { out->dp = parse_positive(key, val, 1, kMaxGpus); set->dp = true; }
+    else if (key == "tp") { out->tp = parse_positive(key, val, 1, kMaxGpus); set->tp = true; }
+    else if (key == "pp") { out->pp = parse_positive(key, val, 1, kMaxGpus); set->pp = true; }
+    else if (key == "vpp") { out->vpp = parse_positive(key, val, 1, kMaxLayers); set->vpp = true; }
+    else if (key == "mbs") { out->mbs = parse_positive(key, val, 1, kMaxBatch); set->mbs = true; }
     else if (key == "sp") {
       if (val == "1" || val == "true") out->sp = true;
       else if (val == "0" || val == "false") out->sp = false;
       else throw LayoutError("sp", "expected 0 or 1, got '" + std::string(val) + "'");
       set->sp = true;
     } else if (key == "zero") {
-      const int z = parse_positive(key, val, 0);
+      const int z = parse_positive(key, val, 0, 1 << 30);
       if (z > 3) throw LayoutError("zero", "expected a ZeRO stage 0-3, got " + std::string(val));
       out->zero = z;
       set->zero = true;

@@ -26,33 +26,49 @@ const char* invalid_name(Invalid r) {
 
 std::optional<Invalid> layout_invalid(const Spec& s, const Layout& l, bool check_tp_span) {
   const Model& m = s.model;
-  if (l.dp * l.tp * l.pp != s.num_gpus()) return Invalid::kGpuCount;
+  // Every factor is checked against its bound before any product, so the
+  // products below stay far inside 64 bits (factors <= 2^24, 2^16 layers).
+  const std::int64_t gpus = s.num_gpus();
+  if (l.dp < 1 || l.tp < 1 || l.pp < 1 || l.dp > gpus || l.tp > gpus || l.pp > gpus) return Invalid::kGpuCount;
+  if (std::int64_t(l.dp) * l.tp * l.pp != gpus) return Invalid::kGpuCount;
   if (check_tp_span && l.tp > s.cluster.gpus_per_node && !s.search.allow_tp_across_nodes)
     return Invalid::kTpAcrossNodes;
   if (m.num_attention_heads % l.tp) return Invalid::kHeadsTp;
   if (m.num_kv_heads % l.tp) return Invalid::kKvHeadsTp;
   if (m.ffn_hidden_size % l.tp) return Invalid::kFfnTp;
   if (l.sp && s.training.seq_length % l.tp) return Invalid::kSeqSp;
-  if (l.vpp > 1 && (l.pp < 2 || l.schedule == Schedule::kGPipe)) return Invalid::kVpp;
-  if (m.num_layers % (l.pp * l.vpp)) return Invalid::kLayersPp;
-  if (s.training.global_batch_size % (l.dp * l.mbs)) return Invalid::kBatch;
+  if (l.vpp < 1 || (l.vpp > 1 && (l.pp < 2 || l.schedule == Schedule::kGPipe))) return Invalid::kVpp;
+  if (l.pp > m.num_layers || l.vpp > m.num_layers || m.num_layers % (std::int64_t(l.pp) * l.vpp)) return Invalid::kLayersPp;
+  if (l.mbs < 1 || l.mbs > s.training.global_batch_size ||
+      s.training.global_batch_size % (std::int64_t(l.dp) * l.mbs))
+    return Invalid::kBatch;
   if (l.interleaved() && num_microbatches(s, l) % l.pp) return Invalid::kInterleavedMicrobatches;
   if (framework_unsupported(profile(s.training.framework), l)) return Invalid::kFramework;
   return std::nullopt;
 }
+
+namespace {
+// dp·tp·pp as text, exact while it fits in 64 bits (each factor is at most 2^24).
+std::string gpu_product_text(const Layout& l) {
+  const std::int64_t tp_pp = std::int64_t(l.tp) * l.pp;
+  if (l.dp > 0 && tp_pp > (std::int64_t(1) << 62) / l.dp) return "more than 2^62";
+  return std::to_string(tp_pp * l.dp);
+}
+}  // namespace
 
 std::optional<LayoutProblem> resolve_layout(const Spec& s, Layout* l, bool check_tp_span) {
   using std::to_string;
   const int gpus = s.num_gpus();
   if (l->tp == 1) l->sp = false;
   if (l->dp == 0) {
-    if (gpus % (l->tp * l->pp))
+    const std::int64_t tp_pp = std::int64_t(l->tp) * l->pp;  // each at most kMaxGpus (layout parser)
+    if (l->tp < 1 || l->pp < 1 || tp_pp > gpus || gpus % tp_pp)
       return LayoutProblem{Invalid::kGpuCount, "tp",
-                           "tp*pp = " + to_string(l->tp * l->pp) + " does not divide the " +
+                           "tp*pp = " + to_string(tp_pp) + " does not divide the " +
                                to_string(gpus) + " GPUs of the spec (num_nodes " +
                                to_string(s.num_nodes) + " x gpus_per_node " +
                                to_string(s.cluster.gpus_per_node) + ")"};
-    l->dp = gpus / (l->tp * l->pp);
+    l->dp = int(gpus / tp_pp);
   }
   const auto r = layout_invalid(s, *l, check_tp_span);
   if (!r) return std::nullopt;
@@ -62,7 +78,7 @@ std::optional<LayoutProblem> resolve_layout(const Spec& s, Layout* l, bool check
     case Invalid::kGpuCount:
       return LayoutProblem{*r, "dp",
                            "dp*tp*pp = " + to_string(l->dp) + "*" + to_string(l->tp) + "*" +
-                               to_string(l->pp) + " = " + to_string(l->gpus()) +
+                               to_string(l->pp) + " = " + gpu_product_text(*l) +
                                " GPUs, but the spec has " + to_string(gpus) + " (num_nodes " +
                                to_string(s.num_nodes) + " x gpus_per_node " +
                                to_string(s.cluster.gpus_per_node) + ")"};
@@ -93,7 +109,7 @@ std::optional<LayoutProblem> resolve_layout(const Spec& s, Layout* l, bool check
     case Invalid::kBatch:
       return LayoutProblem{*r, "mbs",
                            "global_batch_size " + to_string(t.global_batch_size) +
-                               " is not divisible by dp*mbs = " + to_string(l->dp * l->mbs)};
+                               " is not divisible by dp*mbs = " + to_string(std::int64_t(l->dp) * l->mbs)};
     case Invalid::kInterleavedMicrobatches:
       return LayoutProblem{*r, "vpp",
                            "the interleaved schedule needs the number of micro-batches (" +

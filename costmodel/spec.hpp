@@ -67,7 +67,7 @@ std::optional<Invalid> layout_invalid(const Spec& spec, const Layout& layout,
                                       bool check_tp_span = true);
 
 inline int num_microbatches(const Spec& s, const Layout& l) {
-  return s.training.global_batch_size / (l.dp * l.mbs);
+  return int(s.training.global_batch_size / (std::int64_t(l.dp) * l.mbs));
 }
 
 }  // namespace paraplan

@@ -92,12 +92,12 @@ Draft from_megatron(const std::string& text, Spec* spec) {
         fail(src, flag, "is " + std::to_string(v) + " but the model's " + key + " is " +
                             std::to_string(model_value));
     };
-    if (flag == "--tensor-model-parallel-size") d.l.tp = to_pos_int(src, flag, val(), 1), d.set.tp = true;
-    else if (flag == "--pipeline-model-parallel-size") d.l.pp = to_pos_int(src, flag, val(), 1), d.set.pp = true;
-    else if (flag == "--virtual-pipeline-model-parallel-size") d.l.vpp = to_pos_int(src, flag, val(), 1), d.set.vpp = true;
+    if (flag == "--tensor-model-parallel-size") d.l.tp = capped_int(src, flag, val(), kMaxGpus), d.set.tp = true;
+    else if (flag == "--pipeline-model-parallel-size") d.l.pp = capped_int(src, flag, val(), kMaxGpus), d.set.pp = true;
+    else if (flag == "--virtual-pipeline-model-parallel-size") d.l.vpp = capped_int(src, flag, val(), kMaxLayers), d.set.vpp = true;
     else if (flag == "--num-layers-per-virtual-pipeline-stage") vpp_layers = to_pos_int(src, flag, val(), 1);
     else if (flag == "--sequence-parallel") d.l.sp = true, d.set.sp = true;
-    else if (flag == "--micro-batch-size") d.l.mbs = to_pos_int(src, flag, val(), 1), d.set.mbs = true;
+    else if (flag == "--micro-batch-size") d.l.mbs = capped_int(src, flag, val(), kMaxBatch), d.set.mbs = true;
     else if (flag == "--use-distributed-optimizer") d.l.zero = 1, d.set.zero = true;
     else if (flag == "--recompute-activations") d.l.recompute = Recompute::kSelective, d.set.recompute = true;
     else if (flag == "--recompute-granularity") {
@@ -123,6 +123,10 @@ Draft from_megatron(const std::string& text, Spec* spec) {
   }
   if (vpp_layers) {
     const int per_stage = spec->model.num_layers / std::max(d.l.pp, 1);
+    if (per_stage == 0)
+      fail(src, "--pipeline-model-parallel-size",
+           "expected at most the model's " + std::to_string(spec->model.num_layers) + " layers, got " +
+               std::to_string(d.l.pp));
     if (per_stage % vpp_layers)
       fail(src, "--num-layers-per-virtual-pipeline-stage",
            "expected a divisor of the " + std::to_string(per_stage) + " layers per pipeline stage");
@@ -166,6 +170,8 @@ Draft from_deepspeed(const std::string& path, Spec* spec) {
   }
   if (auto mb = j.find("train_micro_batch_size_per_gpu"); mb != j.end())
     d.l.mbs = pos_int(*mb, "train_micro_batch_size_per_gpu", 1), d.set.mbs = true;
+  if (d.l.mbs > kMaxBatch)
+    fail(path, "train_micro_batch_size_per_gpu", "expected at most " + std::to_string(kMaxBatch));
   for (const char* prec : {"bf16", "fp16"}) {
     auto p = j.find(prec);
     if (p != j.end() && p->is_object() && p->value("enabled", false))
@@ -243,8 +249,14 @@ Layout layout_from_sources(Spec* spec, const std::string& spec_file, const Layou
   if (ds_accumulation) {
     // Global batch from the DeepSpeed identity: micro × accumulation × dp.
     const int gpus = spec->num_gpus();
-    if (l.dp == 0 && gpus % (l.tp * l.pp) == 0) l.dp = gpus / (l.tp * l.pp);
-    spec->training.global_batch_size = l.mbs * ds_accumulation * std::max(l.dp, 1);
+    const std::int64_t tp_pp = std::int64_t(l.tp) * l.pp;
+    if (l.dp == 0 && tp_pp <= gpus && gpus % tp_pp == 0) l.dp = int(gpus / tp_pp);
+    const std::int64_t gbs = std::int64_t(l.mbs) * ds_accumulation * std::max(l.dp, 1);  // each <= 2^31
+    if (gbs > kMaxBatch)
+      fail(*req.deepspeed_config, "gradient_accumulation_steps",
+           "train_micro_batch_size_per_gpu x gradient_accumulation_steps x dp = " + std::to_string(gbs) +
+               " sequences; expected at most " + std::to_string(kMaxBatch));
+    spec->training.global_batch_size = int(gbs);
   }
   if (auto p = resolve_layout(*spec, &l, /*check_tp_span=*/false))
     fail(spec_file, "layout." + p->field, p->message);

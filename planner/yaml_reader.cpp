@@ -59,8 +59,18 @@ MapReader::MapReader(const YAML::Node& node, std::string file, std::string prefi
                     where.empty() ? "(top level)" : where,
                     "expected a mapping of keys, got " + scalar_text(node_));
   std::vector<const char*> k(known);
+  std::vector<std::pair<std::string, int>> seen;  // key, line: a duplicate is an error, not "first wins"
   for (auto it = node_.begin(); it != node_.end(); ++it) {
-    const std::string key = it->first.as<std::string>();
+    const int line = it->first.Mark().line + 1;
+    if (!it->first.IsScalar())
+      throw SpecError(file_, line, where.empty() ? "(top level)" : where,
+                      "expected a plain key, got a " + std::string(it->first.IsMap() ? "mapping" : "sequence") +
+                          " as a key");
+    const std::string key = it->first.Scalar();
+    for (const auto& [prev, prev_line] : seen)
+      if (prev == key)
+        throw SpecError(file_, line, prefix_ + key, "duplicate key (first given on line " + std::to_string(prev_line) + ")");
+    seen.emplace_back(key, line);
     if (std::find_if(k.begin(), k.end(), [&](const char* x) { return key == x; }) != k.end())
       continue;
     const std::string near = closest_key(key, k.data(), int(k.size()));

@@ -208,6 +208,12 @@ TEST_CASE("malformed YAML specs: one line naming file, line and field, exit 2", 
       {"YAML syntax error in the model file",
        base_edit("model.yaml", "vocab_size: 32000", "vocab_size: [32000"), kCheck, 2,
        {"@DIR@/model.yaml:", "YAML syntax error"}},
+      {"duplicate key (issue 12: the first silently won)",
+       base_edit("spec.yaml", "  global_batch_size: 512", "  global_batch_size: 512\n  seq_length: 8192"), kCheck, 2,
+       {"@DIR@/spec.yaml:7: training.seq_length: ", "duplicate key (first given on line 5)"}},
+      {"a mapping as a key (issue 12: yaml-cpp's 'bad conversion')",
+       base_edit("spec.yaml", "num_nodes: 1", "num_nodes: 1\n{x: 1}: 2"), kCheck, 2,
+       {"@DIR@/spec.yaml:4: (top level): ", "expected a plain key, got a mapping as a key"}},
       {"unknown model key suggests the closest (hiden_size)",
        base_edit("model.yaml", "hidden_size:", "hiden_size:"), kCheck, 2,
        {"@DIR@/model.yaml:3: hiden_size: ", "unknown key", "did you mean 'hidden_size'"}},
@@ -336,6 +342,15 @@ TEST_CASE("malformed --layout strings", "[cli][errors][layout]") {
        {"--layout: layout.schedule: ", "1f1b, interleaved or gpipe"}},
       {"schedule=interleaved without vpp", b, check_with({"--layout", "schedule=interleaved"}), 2,
        {"--layout: layout.schedule: ", "needs vpp > 1"}},
+      // Issue 12 reproducers: these crashed with SIGFPE (products overflowing int).
+      {"tp=65536,pp=65536 (tp*pp overflowed to 0)", b, check_with({"--layout", "tp=65536,pp=65536"}), 2,
+       {"@DIR@/spec.yaml: layout.tp: ", "tp*pp = 4294967296 does not divide the 8 GPUs"}},
+      {"mbs=536870912 (dp*mbs overflowed)", b, check_with({"--layout", "tp=1,mbs=536870912"}), 2,
+       {"--layout: layout.mbs: ", "expected at most 16777216, got 536870912"}},
+      {"a number past 64 bits", b, check_with({"--layout", "dp=99999999999999999999999"}), 2,
+       {"--layout: layout.dp: ", "expected at most 16777216"}},
+      {"dp, tp and pp at their caps", b, check_with({"--layout", "dp=16777216,tp=16777216,pp=16777216"}), 2,
+       {"@DIR@/spec.yaml: layout.dp: ", "= more than 2^62 GPUs, but the spec has 8"}},
   });
 }
 
@@ -366,6 +381,13 @@ TEST_CASE("malformed --megatron-args", "[cli][errors][megatron]") {
       {"conflicts with --layout", b,
        check_with({"--layout", "tp=2", "--megatron-args", "--tensor-model-parallel-size 4"}), 2,
        {"--megatron-args: tp: ", "conflicts with --layout", "2 vs 4"}},
+      // Issue 12 reproducers (SIGFPE before): a huge micro-batch, and more stages than layers
+      // with one layer per virtual stage (vpp became 0).
+      {"--micro-batch-size 536870912", b, check_with({"--megatron-args", "--micro-batch-size 536870912"}), 2,
+       {"--megatron-args: --micro-batch-size: ", "expected at most 16777216"}},
+      {"pp 64 on 32 layers with one layer per virtual stage", b,
+       check_with({"--megatron-args", "--pipeline-model-parallel-size 64 --num-layers-per-virtual-pipeline-stage 1"}),
+       2, {"--megatron-args: --pipeline-model-parallel-size: ", "at most the model's 32 layers, got 64"}},
   });
 }
 
@@ -383,6 +405,11 @@ TEST_CASE("malformed or missing DeepSpeed configs", "[cli][errors][deepspeed]") 
        {"@DIR@/ds.json: zero_optimization.stage: ", "0-3"}},
       {"micro batch 0", ds("{\"train_micro_batch_size_per_gpu\": 0}\n"), args, 2,
        {"@DIR@/ds.json: train_micro_batch_size_per_gpu: ", "expected a positive integer"}},
+      {"gradient_accumulation_steps 2e9 (the derived global batch overflowed int)",
+       ds("{\"train_micro_batch_size_per_gpu\": 1, \"gradient_accumulation_steps\": 2000000000}\n"), args, 2,
+       {"@DIR@/ds.json: gradient_accumulation_steps: ", "expected at most 16777216"}},
+      {"micro batch 536870912", ds("{\"train_micro_batch_size_per_gpu\": 536870912}\n"), args, 2,
+       {"@DIR@/ds.json: train_micro_batch_size_per_gpu: ", "expected at most 16777216"}},
       {"optimizer offload is not modelled",
        ds("{\"zero_optimization\": {\"stage\": 2, \"offload_optimizer\": {\"device\": \"cpu\"}}}\n"), args, 2,
        {"@DIR@/ds.json: zero_optimization.offload_optimizer: ", "offload is not modelled"}},
