@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const std::exception& e) {
     std::fflush(stdout);
-    std::cerr << "paraplan: error: " << e.what() << "\n";
+    std::cerr << "paraplan: error: " << paraplan::SpecError::printable(e.what(), 512) << "\n";
     return 2;
   }
 }

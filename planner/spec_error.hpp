@@ -16,10 +16,23 @@ class SpecError : public std::runtime_error {
   const std::string& field() const { return field_; }
   // "spec.yaml:12: training.seq_length: expected a positive integer, got -4"
   std::string one_line() const {
-    std::string s = file_;
+    std::string s = printable(file_, 256);
     if (line_ > 0) s += ":" + std::to_string(line_);
-    if (!field_.empty()) s += (s.empty() ? "" : ": ") + field_;
-    return s + ": " + what();
+    if (!field_.empty()) s += (s.empty() ? "" : ": ") + printable(field_, 128);
+    return s + ": " + printable(what(), 512);
+  }
+
+  // One printable line: control bytes (newlines included) as \xNN, and at most
+  // `max` bytes of it (a value echoed from a binary or huge input is cut).
+  static std::string printable(const std::string& text, std::size_t max) {
+    static const char* hex = "0123456789abcdef";
+    std::string out;
+    for (unsigned char c : text) {
+      if (out.size() >= max) return out + "...";
+      if (c < 0x20 || c == 0x7f) out += std::string("\\x") + hex[c >> 4] + hex[c & 15];
+      else out += char(c);
+    }
+    return out;
   }
 
  private:

@@ -14,13 +14,31 @@ namespace paraplan {
 namespace fs = std::filesystem;
 
 std::string read_text_file(const std::string& path, const std::string& field) {
+  // Only regular files (symlinks followed), so a FIFO never blocks and a
+  // device is never read without end; and only up to kMaxInputFileBytes.
   std::error_code ec;
-  if (fs::is_directory(path, ec))
+  const fs::file_status st = fs::status(path, ec);
+  if (fs::is_directory(st))
     throw SpecError(path, 0, field, "is a directory; expected a YAML or JSON file");
+  if (fs::exists(st) && !fs::is_regular_file(st))
+    throw SpecError(path, 0, field,
+                    std::string("is a ") + (fs::is_fifo(st) ? "FIFO" : fs::is_socket(st) ? "socket" : "device or special file") +
+                        "; expected a regular YAML or JSON file");
+  const auto too_big = [&] {
+    return SpecError(path, 0, field,
+                     "larger than " + std::to_string(kMaxInputFileBytes >> 20) + " MiB; expected a YAML or JSON spec file");
+  };
+  if (fs::exists(st) && fs::file_size(path, ec) > kMaxInputFileBytes && !ec) throw too_big();
   std::ifstream in(path, std::ios::binary);
   if (!in) throw SpecError(path, 0, field, std::string("cannot read file: ") + std::strerror(errno));
   std::ostringstream ss;
-  ss << in.rdbuf();
+  char buf[1 << 16];
+  std::size_t total = 0;
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    total += std::size_t(in.gcount());
+    if (total > kMaxInputFileBytes) throw too_big();  // it grew while being read
+    ss.write(buf, in.gcount());
+  }
   return ss.str();
 }
 

@@ -32,6 +32,9 @@ Model model_from_hf_json(const std::string& text, const std::string& file);
 std::string json_error_text(const std::exception& e);
 
 // Reads a whole file or throws SpecError("cannot read").
+// Spec, model, cluster and config files are small: anything larger is refused.
+inline constexpr std::size_t kMaxInputFileBytes = std::size_t(16) << 20;
+// Reads a regular file (FIFOs, devices and directories are refused, naming them).
 std::string read_text_file(const std::string& path, const std::string& field = "");
 
 }  // namespace paraplan

@@ -80,7 +80,8 @@ inline Result run_paraplan(const std::vector<std::string>& args, const fs::path&
   const fs::path out = capture.path() / "stdout", err = capture.path() / "stderr";
   // Built by appending: GCC 12 warns falsely (-Wrestrict) on `" " + std::string`.
   std::string cmd = "cd ";
-  cmd.append(shell_quote(cwd.string())).append(" && exec ").append(shell_quote(PARAPLAN_BINARY));
+  // Bounded: a hang (e.g. blocking on a FIFO) fails with exit 124, never stalls the suite.
+  cmd.append(shell_quote(cwd.string())).append(" && exec timeout 30 ").append(shell_quote(PARAPLAN_BINARY));
   for (const std::string& a : args) cmd.append(" ").append(shell_quote(expand(a, cwd)));
   cmd.append(" >").append(shell_quote(out.string()));
   cmd.append(" 2>").append(shell_quote(err.string())).append(" </dev/null");

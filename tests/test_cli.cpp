@@ -13,6 +13,7 @@
 
 #include "cli_runner.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -23,6 +24,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <sys/stat.h>
 
 namespace {
 
@@ -477,6 +480,36 @@ TEST_CASE("missing files, no layout and command-line misuse", "[cli][errors]") {
 }
 
 // ==== check: exit codes and the verdict =======================================
+
+TEST_CASE("special and huge input files: refused at once, one line, exit 2", "[cli][errors][files]") {
+  // Issue 12: a FIFO blocked forever; /dev/zero was read until 2 GB were
+  // allocated; control bytes reached the terminal.
+  TempDir dir;
+  write_files(base_files(), dir.path());
+  REQUIRE(::mkfifo((dir.path() / "fifo.yaml").c_str(), 0600) == 0);
+  std::ofstream(dir.path() / "big.yaml") << std::string(17 << 20, '#');
+  std::ofstream(dir.path() / "ctl.yaml") << "model: model.yaml\ncluster: cluster.yaml\nnum_nodes: 1\n"
+                                            "training: {seq_length: 8, global_batch_size: 8}\n\"bad\\x01\\x1b[2Jkey\": 3\n";
+  struct Case {
+    std::vector<std::string> args;
+    std::string expect;
+  };
+  for (const Case& c : {Case{{"check", "fifo.yaml", "--layout", "tp=1"}, "fifo.yaml: is a FIFO; expected a regular"},
+                        Case{{"check", "/dev/zero", "--layout", "tp=1"}, "/dev/zero: is a device or special file"},
+                        Case{{"check", "spec.yaml", "--deepspeed-config", "/dev/urandom"},
+                             "/dev/urandom: --deepspeed-config: is a device or special file"},
+                        Case{{"check", "big.yaml", "--layout", "tp=1"}, "big.yaml: larger than 16 MiB"},
+                        Case{{"check", "ctl.yaml", "--layout", "tp=1"}, "ctl.yaml:5: bad\\x01\\x1b[2Jkey: unknown key"}}) {
+    const Result r = run_paraplan(c.args, dir.path());
+    INFO(c.args[1] << ": " << r.err);
+    CHECK(r.code == 2);
+    CHECK(r.signal == 0);
+    CHECK(r.out.empty());
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK(r.err.find(c.expect) != std::string::npos);
+    for (char ch : r.err) CHECK((ch == '\n' || (unsigned char)ch >= 0x20));
+  }
+}
 
 TEST_CASE("check: exit 0 and silent when the layout fits, 1 and one line when not", "[cli][check]") {
   SECTION("fits: exit 0, nothing printed") {
