@@ -73,6 +73,8 @@ Model model_from_hf_json(const std::string& text, const std::string& file) {
     j = json::parse(text);
   } catch (const json::parse_error& e) {
     throw SpecError(file, line_of_offset(text, e.byte), "", json_error_text(e));
+  } catch (const json::exception& e) {  // a number past double's range (1e400)
+    throw json_range_error(file, text, e, "");
   }
   if (!j.is_object()) throw SpecError(file, 0, "", "expected a JSON object (HuggingFace config.json)");
   const HfReader r{j, file};

@@ -145,6 +145,8 @@ Draft from_deepspeed(const std::string& path, Spec* spec) {
     const size_t off = std::min<size_t>(e.byte, text.size());
     throw SpecError(path, 1 + int(std::count(text.begin(), text.begin() + off, '\n')),
                     "--deepspeed-config", json_error_text(e));
+  } catch (const json::exception& e) {  // a number past double's range (1e400)
+    throw json_range_error(path, text, e, "--deepspeed-config");
   }
   if (!j.is_object()) fail(path, "--deepspeed-config", "expected a JSON object (DeepSpeed config)");
   Draft d{Layout{}, {}, path};
@@ -163,9 +165,13 @@ Draft from_deepspeed(const std::string& path, Spec* spec) {
     }
     for (const char* off : {"offload_optimizer", "offload_param"}) {
       auto o = z->find(off);
-      if (o != z->end() && o->is_object() && o->value("device", "none") != "none")
-        fail(path, std::string("zero_optimization.") + off,
-             "CPU/NVMe offload is not modelled; expected device \"none\"");
+      if (o == z->end() || !o->is_object()) continue;
+      const std::string field = std::string("zero_optimization.") + off;
+      auto dev = o->find("device");
+      if (dev != o->end() && !dev->is_string())
+        fail(path, field + ".device", "expected a string (\"none\", \"cpu\" or \"nvme\"), got " + dev->dump());
+      if (dev != o->end() && dev->get<std::string>() != "none")
+        fail(path, field, "CPU/NVMe offload is not modelled; expected device \"none\"");
     }
   }
   if (auto mb = j.find("train_micro_batch_size_per_gpu"); mb != j.end())
@@ -174,8 +180,11 @@ Draft from_deepspeed(const std::string& path, Spec* spec) {
     fail(path, "train_micro_batch_size_per_gpu", "expected at most " + std::to_string(kMaxBatch));
   for (const char* prec : {"bf16", "fp16"}) {
     auto p = j.find(prec);
-    if (p != j.end() && p->is_object() && p->value("enabled", false))
-      set_precision(&spec->training, std::string(prec) == "bf16" ? DType::kBf16 : DType::kFp16);
+    if (p == j.end() || !p->is_object()) continue;
+    auto en = p->find("enabled");
+    if (en == p->end()) continue;
+    if (!en->is_boolean()) fail(path, std::string(prec) + ".enabled", "expected true or false, got " + en->dump());
+    if (en->get<bool>()) set_precision(&spec->training, std::string(prec) == "bf16" ? DType::kBf16 : DType::kFp16);
   }
   if (auto tb = j.find("train_batch_size"); tb != j.end())
     spec->training.global_batch_size = pos_int(*tb, "train_batch_size", 1);

@@ -1,5 +1,6 @@
 #include "planner/spec_loader.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -44,11 +45,33 @@ std::string read_text_file(const std::string& path, const std::string& field) {
 
 std::string json_error_text(const std::exception& e) {
   // nlohmann: "[json.exception.parse_error.101] parse error at line 1, column 35: syntax error …"
+  // or "[json.exception.out_of_range.406] number overflow parsing '1e400'".
   std::string w = e.what();
+  const bool overflow = w.find("out_of_range") != std::string::npos;
   const size_t col = w.find("column ");
   const size_t colon = col == std::string::npos ? std::string::npos : w.find(": ", col);
   if (colon != std::string::npos) w = w.substr(colon + 2);
-  return "JSON syntax error: " + w;
+  else if (const size_t tag = w.find("] "); tag != std::string::npos) w = w.substr(tag + 2);
+  return (overflow ? "JSON number out of range: " : "JSON syntax error: ") + w;
+}
+
+SpecError json_range_error(const std::string& path, const std::string& text, const std::exception& e,
+                           const std::string& field) {
+  // "… number overflow parsing '1e400'": find that literal to name its line and key.
+  const std::string w = e.what();
+  const size_t q1 = w.find('\''), q2 = q1 == std::string::npos ? q1 : w.find('\'', q1 + 1);
+  if (q2 != std::string::npos) {
+    const std::string literal = w.substr(q1 + 1, q2 - q1 - 1);
+    const size_t at = literal.empty() ? std::string::npos : text.find(literal);
+    if (at != std::string::npos) {
+      const int line = 1 + int(std::count(text.begin(), text.begin() + std::ptrdiff_t(at), '\n'));
+      const size_t colon = text.rfind(':', at), close = colon == std::string::npos ? colon : text.rfind('"', colon);
+      const size_t open = close == std::string::npos || close == 0 ? std::string::npos : text.rfind('"', close - 1);
+      const std::string key = open == std::string::npos ? field : text.substr(open + 1, close - open - 1);
+      return SpecError(path, line, key, "expected a number within double's range, got " + literal);
+    }
+  }
+  return SpecError(path, 0, field, json_error_text(e));
 }
 
 namespace {

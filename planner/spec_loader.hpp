@@ -30,6 +30,9 @@ Model model_from_hf_json(const std::string& text, const std::string& file);
 
 // "JSON syntax error: <what nlohmann says, without its prefix>".
 std::string json_error_text(const std::exception& e);
+// A JSON number past double's range (nlohmann out_of_range.406), named by its line and key.
+SpecError json_range_error(const std::string& path, const std::string& text, const std::exception& e,
+                           const std::string& field);
 
 // Reads a whole file or throws SpecError("cannot read").
 // Spec, model, cluster and config files are small: anything larger is refused.

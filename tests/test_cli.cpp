@@ -411,6 +411,14 @@ TEST_CASE("malformed or missing DeepSpeed configs", "[cli][errors][deepspeed]") 
       {"gradient_accumulation_steps 2e9 (the derived global batch overflowed int)",
        ds("{\"train_micro_batch_size_per_gpu\": 1, \"gradient_accumulation_steps\": 2000000000}\n"), args, 2,
        {"@DIR@/ds.json: gradient_accumulation_steps: ", "expected at most 16777216"}},
+      {"a number past double's range (issue 12: raw nlohmann message)",
+       ds("{\n  \"train_micro_batch_size_per_gpu\": 1e400\n}\n"), args, 2,
+       {"@DIR@/ds.json:2: train_micro_batch_size_per_gpu: ", "within double's range, got 1e400"}},
+      {"bf16.enabled as a number (issue 12: raw nlohmann type_error)", ds("{\"bf16\": {\"enabled\": 1}}\n"), args, 2,
+       {"@DIR@/ds.json: bf16.enabled: ", "expected true or false, got 1"}},
+      {"offload device as a number (issue 12)",
+       ds("{\"zero_optimization\": {\"stage\": 2, \"offload_optimizer\": {\"device\": 0}}}\n"), args, 2,
+       {"@DIR@/ds.json: zero_optimization.offload_optimizer.device: ", "expected a string"}},
       {"micro batch 536870912", ds("{\"train_micro_batch_size_per_gpu\": 536870912}\n"), args, 2,
        {"@DIR@/ds.json: train_micro_batch_size_per_gpu: ", "expected at most 16777216"}},
       {"optimizer offload is not modelled",
@@ -456,6 +464,8 @@ TEST_CASE("HuggingFace config.json models: missing keys and MoE are errors", "[c
        {"@DIR@/config.json: model_type: ", "mixture-of-experts", "mixtral"}},
       {"JSON syntax error", hf("{\n  \"hidden_size\": 4096,\n  oops\n}\n"), kCheck, 2,
        {"@DIR@/config.json:3: ", "JSON syntax error"}},
+      {"a number past double's range (issue 12)", hf(replace_all(llama, "\"hidden_size\": 4096", "\"hidden_size\": 1e400")),
+       kCheck, 2, {"@DIR@/config.json:", ": hidden_size: ", "within double's range, got 1e400"}},
   });
 }
 
