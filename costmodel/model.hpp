@@ -144,6 +144,12 @@ inline constexpr int kMaxVocab = 1 << 24;
 inline constexpr int kMaxLayers = 1 << 16;
 inline constexpr int kMaxHeads = 1 << 14;
 inline constexpr int kMaxSeq = 1 << 22;
+// Floating-point spec values: bounds far past any real machine, so that bytes
+// and seconds derived from them stay finite and exact in 64 bits.
+inline constexpr double kMaxGpuMemoryGib = 1 << 20;  // 1 PiB per GPU
+inline constexpr double kMaxRate = 1e9;              // TFLOP/s or GB/s
+inline constexpr double kMaxLatencyUs = 1e9;
+inline constexpr double kMaxStateBytesPerParam = 1024;
 
 // The longest sequence a model can take: a learned position table has one row
 // per position (GPT-2's n_positions); RoPE and the like have no table.

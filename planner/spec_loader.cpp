@@ -157,9 +157,9 @@ Cluster cluster_from_yaml(const YAML::Node& node, const std::string& file,
   const MapReader g(r.child("gpu"), file, prefix + "gpu.",
                     {"name", "memory_gib", "peak_tflops_bf16", "hbm_bandwidth_gbs"});
   c.gpu.name = g.get_string("name");
-  c.gpu.memory_gib = g.get_number("memory_gib", 1e-9, HUGE_VAL, true);
-  c.gpu.peak_tflops_bf16 = g.get_number("peak_tflops_bf16", 1e-9, HUGE_VAL, true);
-  c.gpu.hbm_bandwidth_gbs = g.get_number("hbm_bandwidth_gbs", 1e-9, HUGE_VAL, true);
+  c.gpu.memory_gib = g.get_number("memory_gib", 1e-9, kMaxGpuMemoryGib, true);
+  c.gpu.peak_tflops_bf16 = g.get_number("peak_tflops_bf16", 1e-9, kMaxRate, true);
+  c.gpu.hbm_bandwidth_gbs = g.get_number("hbm_bandwidth_gbs", 1e-9, kMaxRate, true);
   c.gpus_per_node = capped(r, "gpus_per_node", r.get_int("gpus_per_node", 1), 1024);
   for (const char* level : {"intra_node", "inter_node"}) {
     if (!r.has(level)) r.fail(level, "missing required key");
@@ -167,8 +167,8 @@ Cluster cluster_from_yaml(const YAML::Node& node, const std::string& file,
                       {"bandwidth_gbs", "latency_us", "efficiency"});
     const bool intra = std::string(level) == "intra_node";
     Link& link = intra ? c.intra_node : c.inter_node;
-    link.bandwidth_gbs = l.get_number("bandwidth_gbs", 1e-9, HUGE_VAL, true);
-    link.latency_us = l.get_number("latency_us", 0, HUGE_VAL, true);
+    link.bandwidth_gbs = l.get_number("bandwidth_gbs", 1e-9, kMaxRate, true);
+    link.latency_us = l.get_number("latency_us", 0, kMaxLatencyUs, true);
     double& eff = intra ? c.intra_comm_efficiency : c.inter_comm_efficiency;
     eff = l.opt_number("efficiency", eff, 1e-6, 1.0, true);
   }
@@ -219,7 +219,7 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
   t->optimizer_state_bytes_given = r.has("optimizer_state_bytes");
   t->optimizer_state_bytes =
       r.opt_number("optimizer_state_bytes",
-                   default_optimizer_state_bytes(t->optimizer, t->precision), 0, HUGE_VAL, true);
+                   default_optimizer_state_bytes(t->optimizer, t->precision), 0, kMaxStateBytesPerParam, true);
   t->flash_attention = r.opt_bool("flash_attention", true);
   t->grad_bucket_params_given = r.has("grad_bucket_params");
   t->grad_bucket_params = r.opt_int("grad_bucket_params", t->grad_bucket_params, 1);

@@ -135,7 +135,7 @@ double MapReader::get_number(const char* key, double lo, double hi, bool hi_incl
   if (d < lo || d > hi || (!hi_inclusive && d == hi)) {
     // A lower bound of 1e-6 or less stands for "above zero": say (0, ...
     const bool above_zero = lo > 0 && lo <= 1e-6;
-    std::string range = fmt::format("expected a number in {}{:g}, {:g}{}", above_zero ? "(" : "[",
+    std::string range = fmt::format("expected a number in {}{}, {}{}", above_zero ? "(" : "[",
                                     above_zero ? 0.0 : lo, hi, hi_inclusive ? "]" : ")");
     if (hi == HUGE_VAL) range = lo == 0 ? "expected a number >= 0" : "expected a positive number";
     fail(key, range + ", got " + v.Scalar());
