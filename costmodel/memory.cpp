@@ -108,10 +108,32 @@ std::int64_t largest_grad_group(const Model& m, const Layout& l, int stage) {
 }
 
 // Every memory term of one rank of `stage`, each computed once, here.
+// A generous bound, in floating point, on the bytes one rank of a stage could
+// need (saved activations of every micro-batch in flight, the loss, model
+// state): past kSaturatedBytes the exact 64-bit sums below could overflow.
+double stage_bytes_bound(const Spec& s, const Layout& l) {
+  const Model& m = s.model;
+  const double tokens = double(s.training.seq_length) * l.mbs;
+  const double width = double(m.hidden_size) + double(m.q_width()) + 2.0 * double(m.kv_width()) + 3.0 * m.ffn_hidden_size;
+  const double per_token_layer = 64.0 * width + 16.0 * double(m.num_attention_heads) * s.training.seq_length;
+  const double in_flight = double(num_microbatches(s, l)) + double(l.pp) * l.vpp;
+  const double layers = double(m.num_layers) / l.pp;
+  const double loss = tokens * (double(m.vocab_size) / l.tp + 64.0) * 32.0;
+  return in_flight * (tokens * per_token_layer * layers + loss) + approx_params(m) * 2048.0;
+}
+
 template <class Sink>
 void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
   const Model& m = s.model;
   const Training& t = s.training;
+  if (stage_bytes_bound(s, l) > double(kSaturatedBytes)) {
+    // Too large to count exactly: one term, and the layout never fits.
+    out.add(Category::kActivations, "beyond 2^60 bytes (1 EiB) per GPU", kSaturatedBytes, [&] {
+      return fmt::format("seq {} x mbs {} x {} layers x {} heads: more than 2^60 bytes; not counted exactly",
+                         t.seq_length, l.mbs, m.num_layers, m.num_attention_heads);
+    });
+    return;
+  }
   const StageParams sp = stage_params(m, l, stage);
   const std::int64_t psi = sp.total();
   const Profile& prof = profile(t.framework);

@@ -121,5 +121,8 @@ std::int64_t gpu_memory_bytes(const Cluster& c);
 std::int64_t usable_memory_bytes(const Spec& s);
 
 inline constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+// A stage that could need more than this is reported as needing exactly this
+// (1 EiB: it fits nowhere), so that no 64-bit byte count overflows.
+inline constexpr std::int64_t kSaturatedBytes = std::int64_t(1) << 60;
 
 }  // namespace paraplan

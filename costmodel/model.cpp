@@ -88,3 +88,16 @@ std::int64_t total_params(const Model& m) {
 }
 
 }  // namespace paraplan
+
+namespace paraplan {
+
+double approx_params(const Model& m) {
+  const double h = m.hidden_size, q = double(m.num_attention_heads) * m.head_dim,
+               kv = double(m.num_kv_heads) * m.head_dim, f = m.ffn_hidden_size;
+  const double fin = m.activation == Activation::kSwiglu ? 2 * f : f;
+  const double layer = h * (q + 2 * kv) + q * h + h * fin + f * h + 8 * h + q + 2 * kv + fin;
+  const double emb = double(m.vocab_size) * h * (m.tie_embeddings ? 1 : 2) + double(m.max_position_embeddings) * h;
+  return double(m.num_layers) * layer + emb;
+}
+
+}  // namespace paraplan

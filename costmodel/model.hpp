@@ -194,5 +194,10 @@ std::int64_t output_params(const Model& m);
 std::int64_t final_norm_params(const Model& m);
 // All weights of the model (tied embedding counted once).
 std::int64_t total_params(const Model& m);
+// The same in floating point, for bounds checks before any 64-bit product.
+double approx_params(const Model& m);
+// Parameter counts past this are refused at load time, so that bytes of model
+// state (at most 1024 B/param of optimizer state) stay below 2^61.
+inline constexpr double kMaxParams = double(std::int64_t(1) << 50);
 
 }  // namespace paraplan

@@ -1,5 +1,6 @@
 // HuggingFace config.json -> Model. HF configs carry many keys paraplan does
 // not need, so unknown keys are ignored here (unlike paraplan's own YAML).
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -138,6 +139,8 @@ Model model_from_hf_json(const std::string& text, const std::string& file) {
     m.hidden_dropout = r.get_number({"hidden_dropout", "resid_pdrop"}, 0.0);
     m.attention_dropout = r.get_number({"attention_dropout", "attn_pdrop"}, 0.0);
   }
+  if (approx_params(m) > kMaxParams)
+    r.fail("num_hidden_layers", fmt::format("the model has {:.3g} parameters; expected at most {:.3g}", approx_params(m), kMaxParams));
   return m;
 }
 

@@ -1,6 +1,8 @@
 #include "planner/spec_loader.hpp"
 
 #include <algorithm>
+#include <fmt/format.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -91,6 +93,8 @@ void check_model(const Model& m, const MapReader& r) {
     r.fail("hidden_size", "expected a multiple of num_attention_heads " +
                               std::to_string(m.num_attention_heads) + " (or give head_dim), got " +
                               std::to_string(m.hidden_size));
+  if (approx_params(m) > kMaxParams)
+    r.fail("num_layers", fmt::format("the model has {:.3g} parameters; expected at most {:.3g}", approx_params(m), kMaxParams));
 }
 
 int capped(const MapReader& r, const char* key, std::int64_t v, std::int64_t max) {

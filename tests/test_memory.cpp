@@ -149,3 +149,22 @@ TEST_CASE("fits within headroom", "[memory]") {
   REQUIRE(!resolve_layout(s, &l));
   CHECK(estimate_memory(s, l).fits);
 }
+
+TEST_CASE("sizes past 2^60 bytes saturate and never fit (issue 12: int64 overflow gave 'fits')", "[memory][hardening]") {
+  // 16,384 heads at seq 4,194,304 without flash attention: the attention
+  // scores alone are 16,384 x 4,194,304^2 x 2 B = 2^59 B per layer and
+  // sequence, and four layers' worth overflowed 64 bits before.
+  Model m = test::gpt_style(4, 2'097'152, 16'384, 1000);
+  m.hidden_dropout = m.attention_dropout = 0;
+  m.position_embedding = PositionEmbedding::kRope;
+  m.max_position_embeddings = 0;
+  m.ffn_hidden_size = 8192;
+  Spec s = test::spec_for(m, 8, 4'194'304, 8);
+  Layout l = parse_layout("tp=1,pp=1");
+  REQUIRE(!resolve_layout(s, &l));
+  const MemoryEstimate e = estimate_memory(s, l);
+  CHECK(e.peak_bytes == kSaturatedBytes);
+  CHECK(e.stages[0][Category::kActivations] == kSaturatedBytes);
+  CHECK(!e.fits);
+  CHECK(peak_memory(s, l).bytes == kSaturatedBytes);
+}
