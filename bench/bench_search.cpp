@@ -88,6 +88,51 @@ void BM_EvaluateOne(benchmark::State& state) {
 }
 BENCHMARK(BM_EvaluateOne);
 
+// Issue 12's search blow-up: 14,414,400 GPUs (1,801,800 DGX H100 nodes), a
+// 720-layer model and a global batch of 14,414,400 sequences (target: < 2 s;
+// 42 s before tp_across_nodes and other tp/pp-level rejections were counted
+// without walking the inner loops and the heaviest stage was found among
+// stages 0, 1 and the last).
+paraplan::Spec deep_14m() {
+  paraplan::Spec s = paraplan::load_spec_file(std::string(PARAPLAN_SOURCE_DIR) + "/" + kSpecRel);
+  s.search = paraplan::SearchSpace{};
+  s.model.name = "deep-720";
+  s.model.num_layers = 720;
+  s.model.hidden_size = 4096;
+  s.model.num_attention_heads = 32;
+  s.model.num_kv_heads = 32;
+  s.model.head_dim = 128;
+  s.model.ffn_hidden_size = 16384;
+  s.num_nodes = 1'801'800;
+  s.training.seq_length = 2048;
+  s.training.global_batch_size = 14'414'400;
+  return s;
+}
+
+void BM_Plan_14M_GPUs_720_layers(benchmark::State& state) {
+  static const paraplan::Spec s = deep_14m();
+  for (auto _ : state) {
+    paraplan::Plan plan = paraplan::make_plan(s);
+    benchmark::DoNotOptimize(plan.candidates.data());
+    state.counters["evaluated"] = benchmark::Counter(double(plan.evaluated));
+  }
+}
+BENCHMARK(BM_Plan_14M_GPUs_720_layers)->Unit(benchmark::kMillisecond)->Iterations(3);
+
+// Issue 12: a search list of 10,001 duplicate micro-batch sizes (target: < 1 s).
+void BM_Plan_duplicate_constraints(benchmark::State& state) {
+  static const paraplan::Spec s = [] {
+    paraplan::Spec x = paraplan::load_spec_file(std::string(PARAPLAN_SOURCE_DIR) + "/configs/examples/llama2-7b-dgx-h100.yaml");
+    x.search.mbs.assign(10'001, 1);
+    return x;
+  }();
+  for (auto _ : state) {
+    paraplan::Plan plan = paraplan::make_plan(s);
+    benchmark::DoNotOptimize(plan.candidates.data());
+  }
+}
+BENCHMARK(BM_Plan_duplicate_constraints)->Unit(benchmark::kMillisecond);
+
 // The plain summary line: counts of one run and the median search time of 5.
 void print_summary() {
   const paraplan::Spec& s = spec_405b();

@@ -384,10 +384,17 @@ std::vector<Term> stage_terms(const Spec& s, const Layout& l, int stage) {
 }
 
 PeakMemory peak_memory(const Spec& s, const Layout& l) {
+  // Stages 1 .. pp-2 hold the same parameters and buffers and no more
+  // micro-batches in flight than stage 1 (in_flight_chunks never grows with
+  // the stage), so the heaviest is stage 0, 1 or the last: three evaluations
+  // instead of pp (a 720-stage pipeline costs the same as a 3-stage one).
   PeakMemory p{0, -1};
-  for (int i = 0; i < l.pp; ++i) {
+  const int candidates[] = {0, 1, l.pp - 1};
+  for (int k = 0; k < 3; ++k) {
+    const int i = candidates[k];
+    if (i >= l.pp || (k > 0 && i <= candidates[k - 1])) continue;  // pp = 1 or 2: already seen
     const std::int64_t b = stage_memory(s, l, i).total();
-    if (b > p.bytes) p = {i, b};
+    if (b > p.bytes) p = {i, b};  // ties keep the earlier stage, as estimate_memory does
   }
   return p;
 }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <optional>
 
 namespace paraplan {
 
@@ -22,11 +24,24 @@ Candidate evaluate(const Spec& s, const Layout& l) {
 
 namespace {
 
+// Divisors of n in increasing order, in O(sqrt n).
 std::vector<int> divisors(int n) {
-  std::vector<int> d;
-  for (int i = 1; i <= n; ++i)
-    if (n % i == 0) d.push_back(i);
-  return d;
+  std::vector<int> low, high;
+  for (int i = 1; std::int64_t(i) * i <= n; ++i)
+    if (n % i == 0) {
+      low.push_back(i);
+      if (i != n / i) high.push_back(n / i);
+    }
+  low.insert(low.end(), high.rbegin(), high.rend());
+  return low;
+}
+
+// A constraint list as a set: sorted, each value once (a list of 10,001
+// duplicates searches each layout once, not 10,001 times).
+std::vector<int> unique_values(std::vector<int> v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
 }
 
 bool allowed(const std::vector<int>& only, int v) {
@@ -38,11 +53,24 @@ bool allowed_enum(const std::vector<T>& only, T v) {
   return only.empty() || std::find(only.begin(), only.end(), v) != only.end();
 }
 
+// Why every layout with this tp, pp and dp is invalid whatever the inner
+// dimensions, if it is (checked in layout_invalid's order), so that the search
+// counts them without walking the inner loops.
+std::optional<Invalid> outer_invalid(const Spec& s, int tp, int pp, int dp) {
+  const Model& m = s.model;
+  if (std::int64_t(dp) * tp * pp != s.num_gpus()) return Invalid::kGpuCount;
+  if (tp > s.cluster.gpus_per_node && !s.search.allow_tp_across_nodes) return Invalid::kTpAcrossNodes;
+  if (m.num_attention_heads % tp) return Invalid::kHeadsTp;
+  if (m.num_kv_heads % tp) return Invalid::kKvHeadsTp;
+  if (m.ffn_hidden_size % tp) return Invalid::kFfnTp;
+  return std::nullopt;
+}
+
 // Values of one dimension to try: the spec's list if it gives one (invalid
 // values are then rejected with a reason), else every value that can be valid.
 std::vector<int> domain(const std::vector<int>& only, std::vector<int> natural) {
   if (only.empty()) return natural;
-  return only;
+  return unique_values(only);
 }
 
 // The natural values narrowed to the spec's list. sp with tp = 1 and ZeRO with
@@ -82,22 +110,37 @@ Plan make_plan(const Spec& s) {
   Plan plan;
   const SearchSpace& q = s.search;
   const int gpus = s.num_gpus(), layers = s.model.num_layers, gbs = s.training.global_batch_size;
+  const std::vector<int> sps_tp = distinct(q.sp, {0, 1}), zeros_dp = distinct(q.zero, {0, 1, 2, 3});
+  int recomputes = 0;
+  for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) recomputes += allowed_enum(q.recompute, rc);
   for (int tp : domain(q.tp, divisors(gpus))) {
     for (int pp : domain(q.pp, divisors(std::max(1, gpus / tp)))) {
-      const int dp = gpus % (tp * pp) ? 1 : gpus / (tp * pp);
+      const std::int64_t tp_pp = std::int64_t(tp) * pp;  // each <= 2e9: no overflow
+      const int dp = tp_pp > gpus || gpus % tp_pp ? 1 : int(gpus / tp_pp);
       if (!allowed(q.dp, dp)) continue;
       const std::vector<int> mbss =
           domain(q.mbs, gbs % dp == 0 ? divisors(gbs / dp) : std::vector<int>{1});
       std::vector<int> vpps{1};
       if (pp > 1 && layers % pp == 0) vpps = divisors(layers / pp);
-      for (int vpp : domain(q.vpp, vpps)) {
+      const std::vector<int> vpp_values = domain(q.vpp, vpps);
+      if (const auto bad = outer_invalid(s, tp, pp, dp)) {
+        // Every inner layout is rejected for the same reason: count them.
+        std::int64_t n = 0;
+        for (int vpp : vpp_values)
+          for (Schedule sched : {Schedule::k1F1B, Schedule::kGPipe})
+            if (!(sched == Schedule::kGPipe && (pp == 1 || vpp > 1)) && !(pp > 1 && !allowed_enum(q.schedule, sched)))
+              n += std::int64_t(mbss.size()) * (tp > 1 ? sps_tp.size() : 1) * (dp > 1 ? zeros_dp.size() : 1) * recomputes;
+        plan.rejected[int(*bad)] += n;
+        continue;
+      }
+      for (int vpp : vpp_values) {
         for (Schedule sched : {Schedule::k1F1B, Schedule::kGPipe}) {
           if (sched == Schedule::kGPipe && (pp == 1 || vpp > 1)) continue;  // same as 1F1B / n.a.
           // With pp = 1 there is no pipeline: any schedule constraint is met.
           if (pp > 1 && !allowed_enum(q.schedule, sched)) continue;
           for (int mbs : mbss) {
-            for (int sp : tp > 1 ? distinct(q.sp, {0, 1}) : std::vector<int>{0}) {
-              for (int zero : dp > 1 ? distinct(q.zero, {0, 1, 2, 3}) : one_zero(q.zero)) {
+            for (int sp : tp > 1 ? sps_tp : std::vector<int>{0}) {
+              for (int zero : dp > 1 ? zeros_dp : one_zero(q.zero)) {
                 for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
                   if (!allowed_enum(q.recompute, rc)) continue;
                   Layout l;

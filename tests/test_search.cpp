@@ -352,3 +352,40 @@ TEST_CASE("peak_memory agrees with the stage-by-stage walk", "[search]") {
     CHECK(k.peak_bytes == fast.bytes);
   }
 }
+
+TEST_CASE("constraint lists are sets, and values past the GPU count are rejected, not overflowed (issue 12)",
+          "[search][hardening]") {
+  Spec one = example("llama2-7b-dgx-h100.yaml");
+  one.search = SearchSpace{};
+  one.search.mbs = {1};
+  Spec dup = one;
+  dup.search.mbs.assign(10'001, 1);  // searched 10,001 times before
+  const Plan a = make_plan(one), b = make_plan(dup);
+  CHECK(a.evaluated == b.evaluated);
+  CHECK(a.rejected == b.rejected);
+  REQUIRE(!a.candidates.empty());
+  CHECK(a.candidates[0].layout == b.candidates[0].layout);
+  // tp x pp = 2^32 overflowed int to 0 and the search divided by it (SIGFPE).
+  Spec huge = one;
+  huge.search.tp = {65536};
+  huge.search.pp = {65536};
+  const Plan h = make_plan(huge);
+  CHECK(h.evaluated == 0);
+  std::int64_t rejected = 0;
+  for (auto n : h.rejected) rejected += n;
+  CHECK(rejected > 0);
+}
+
+TEST_CASE("the heaviest stage is among 0, 1 and the last: peak_memory agrees with every stage", "[search][memory]") {
+  Spec s = example("llama3.1-70b-h100-64-full.yaml");
+  for (const char* text : {"tp=8,pp=8,schedule=gpipe", "tp=8,pp=8,vpp=2,mbs=1", "tp=4,pp=16,zero=1,mbs=2",
+                           "tp=8,pp=4,vpp=5,sp=1,recompute=selective", "tp=2,pp=2"}) {
+    Layout l = parse_layout(text);
+    if (resolve_layout(s, &l)) continue;
+    INFO(text);
+    const MemoryEstimate e = estimate_memory(s, l);
+    const PeakMemory p = peak_memory(s, l);
+    CHECK(p.stage == e.heaviest_stage);
+    CHECK(p.bytes == e.peak_bytes);
+  }
+}
