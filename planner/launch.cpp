@@ -1,10 +1,13 @@
 #include "planner/launch.hpp"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -19,21 +22,51 @@ namespace paraplan {
 namespace fs = std::filesystem;
 
 void write_output(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".paraplan-tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw SpecError(path, 0, "--output", "cannot write file");
-    f << text;
-    f.flush();
-    if (!f) {
-      std::remove(tmp.c_str());
-      throw SpecError(path, 0, "--output", "write failed");
-    }
-  }
+  // Resolve a symlink to the file it names: that file is replaced, the link kept.
   std::error_code ec;
-  fs::rename(tmp, path, ec);
+  fs::path target = path;
+  if (fs::is_symlink(fs::symlink_status(target, ec))) {
+    const fs::path resolved = fs::weakly_canonical(target, ec);
+    if (ec) throw SpecError(path, 0, "--output", "cannot resolve the symbolic link: " + ec.message());
+    target = resolved;
+  }
+  const fs::file_status st = fs::status(target, ec);
+  if (fs::exists(st) && !fs::is_regular_file(st))
+    throw SpecError(path, 0, "--output",
+                    std::string("is a ") + (fs::is_directory(st) ? "directory" : fs::is_fifo(st) ? "FIFO" : "device or special file") +
+                        "; expected a regular file or a new path (nothing written)");
+  // A temporary file of our own next to the target (mkstemp: concurrent runs
+  // never share one), written, flushed, then renamed over the target.
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::string name = ".";  // appended, not `"." + s`: GCC 12 warns falsely (-Wrestrict) on that
+  name.append(target.filename().string()).append(".paraplan-XXXXXX");
+  std::string tmpl = (dir / name).string();
+  const int fd = mkstemp(tmpl.data());
+  if (fd < 0) throw SpecError(path, 0, "--output", std::string("cannot write file: ") + std::strerror(errno));
+  const mode_t mask = umask(0);
+  umask(mask);
+  fchmod(fd, 0666 & ~mask);
+  const char* p = text.data();
+  std::size_t left = text.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      ::close(fd);
+      std::remove(tmpl.c_str());
+      throw SpecError(path, 0, "--output", std::string("write failed: ") + std::strerror(err));
+    }
+    p += n, left -= std::size_t(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    const int err = errno;
+    std::remove(tmpl.c_str());
+    throw SpecError(path, 0, "--output", std::string("write failed: ") + std::strerror(err));
+  }
+  fs::rename(tmpl, target, ec);
   if (ec) {
-    std::remove(tmp.c_str());
+    std::remove(tmpl.c_str());
     throw SpecError(path, 0, "--output", "cannot write file: " + ec.message());
   }
 }

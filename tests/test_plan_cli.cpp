@@ -4,6 +4,11 @@
 
 #include "cli_runner.hpp"
 
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <fstream>
+
 using namespace paraplan::test;
 using nlohmann::json;
 
@@ -67,6 +72,45 @@ TEST_CASE("plan --output writes the file whole, and nothing on error", "[plan][c
   CHECK(r.code == 2);
   CHECK(r.err.find("plan.json") != std::string::npos);
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+}
+
+TEST_CASE("plan --output follows a symlink, refuses special files, and concurrent runs never mix (issue 12)",
+          "[plan][cli][hardening]") {
+  TempDir dir;
+  const std::string spec = "@SRC@/configs/examples/llama2-7b-dgx-h100.yaml";
+  // A symlink: the file it names is replaced, the link stays a link.
+  std::ofstream(dir.path() / "real.md") << "old\n";
+  fs::create_symlink("real.md", dir.path() / "link.md");
+  Result r = run_paraplan({"plan", spec, "--format", "markdown", "--output", "@DIR@/link.md"}, dir.path());
+  REQUIRE(r.code == 0);
+  CHECK(fs::is_symlink(fs::symlink_status(dir.path() / "link.md")));
+  CHECK(read_file(dir.path() / "real.md").find("**Recommended:**") != std::string::npos);
+  // A FIFO: refused (exit 2, one line), left as it is, nothing written.
+  REQUIRE(::mkfifo((dir.path() / "fifo").c_str(), 0600) == 0);
+  r = run_paraplan({"plan", spec, "--output", "@DIR@/fifo"}, dir.path());
+  CHECK(r.code == 2);
+  CHECK(r.err.find("fifo: --output: is a FIFO") != std::string::npos);
+  CHECK(fs::is_fifo(fs::status(dir.path() / "fifo")));
+  // A device (read-only look: /dev/null is never replaced; as root it was).
+  r = run_paraplan({"plan", spec, "--output", "/dev/null"}, dir.path());
+  CHECK(r.code == 2);
+  CHECK(fs::is_character_file(fs::status("/dev/null")));
+  // Concurrent runs with different formats on one --output: each writes its own
+  // temporary file, so the result is one whole report, never a mix.
+  const std::string json_out = run_paraplan({"plan", spec, "--format", "json"}, dir.path()).out;
+  const std::string csv_out = run_paraplan({"plan", spec, "--format", "csv"}, dir.path()).out;
+  std::string cmd = "cd " + shell_quote(dir.path().string()) + " && for i in $(seq 1 12); do " +
+                    shell_quote(PARAPLAN_BINARY) + " plan " + shell_quote(expand(spec, dir.path())) +
+                    " --format json --output same.out & " + shell_quote(PARAPLAN_BINARY) + " plan " +
+                    shell_quote(expand(spec, dir.path())) + " --format csv --output same.out & done; wait";
+  REQUIRE(std::system(("timeout 120 sh -c " + shell_quote(cmd)).c_str()) == 0);
+  const std::string out = read_file(dir.path() / "same.out");
+  // search_seconds differs run to run: compare what precedes it.
+  const auto head = [](const std::string& x) { return x.substr(0, x.find("search_seconds")); };
+  CHECK((head(out) == head(json_out) || out.substr(0, 200) == csv_out.substr(0, 200)));
+  CHECK((out.front() == '{') == (out.back() == '\n' && out[out.size() - 2] == '}'));
+  for (const auto& e : fs::directory_iterator(dir.path()))
+    CHECK(e.path().filename().string().find(".paraplan-") == std::string::npos);  // no temporary left
 }
 
 TEST_CASE("plan overrides: nodes, batch and sequence", "[plan][cli]") {
