@@ -176,7 +176,10 @@ std::string render_plan(Format f, const Spec& s, const Plan& p, int top) {
     o += md ? "```\n\n" : "";
     o += fmt::format("{}Why: {}.\n\n", md ? "" : "  ", why_recommended(p));
   } else {
-    o += "no layout fits: every valid layout runs out of memory (see the table for the closest).\n\n";
+    if (p.evaluated == 0)
+      o += "no valid layout: every layout the search tried is invalid for this spec (see the rejection counts below).\n\n";
+    else
+      o += "no layout fits: every valid layout runs out of memory (see the table for the closest).\n\n";
   }
   if (md) o += "| # | layout | fits | peak GiB | step s | tokens/s | MFU | bubble % | exposed comm % |\n|---:|---|---|---:|---:|---:|---:|---:|---:|\n";
   else

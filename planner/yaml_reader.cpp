@@ -1,5 +1,7 @@
 #include "planner/yaml_reader.hpp"
 
+#include <yaml-cpp/depthguard.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -31,6 +33,9 @@ std::string closest_key(const std::string& key, const char* const* known, int n_
 YAML::Node parse_yaml(const std::string& text, const std::string& file) {
   try {
     return YAML::Load(text);
+  } catch (const YAML::DeepRecursion& e) {  // yaml-cpp says only "bad file"
+    throw SpecError(file, e.mark.line + 1, "",
+                    "YAML nested more than " + std::to_string(e.depth() - 1) + " levels deep; a spec needs a few");
   } catch (const YAML::ParserException& e) {
     throw SpecError(file, e.mark.line + 1, "", "YAML syntax error: " + e.msg);
   }

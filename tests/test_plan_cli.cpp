@@ -113,6 +113,22 @@ TEST_CASE("plan --output follows a symlink, refuses special files, and concurren
     CHECK(e.path().filename().string().find(".paraplan-") == std::string::npos);  // no temporary left
 }
 
+TEST_CASE("plan says when no layout is valid at all, not that they all run out of memory (issue 12)", "[plan][cli]") {
+  TempDir dir;
+  std::string spec = read_file(fs::path(PARAPLAN_SOURCE_DIR) / "configs/examples/llama2-7b-dgx-h100.yaml");
+  spec = spec.substr(0, spec.find("search:")) + "search:\n  mbs: [536870912]\n";
+  for (const char* rel : {"../models/", "../clusters/"})
+    for (size_t at; (at = spec.find(rel)) != std::string::npos;)
+      spec.replace(at, 3, std::string(PARAPLAN_SOURCE_DIR) + "/configs/");
+  std::ofstream(dir.path() / "spec.yaml") << spec;
+  const Result r = run_paraplan({"plan", "@DIR@/spec.yaml"}, dir.path());
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("no valid layout: every layout the search tried is invalid") != std::string::npos);
+  CHECK(r.out.find("runs out of memory") == std::string::npos);
+  CHECK(r.out.find("batch_not_divisible_by_dp_mbs") != std::string::npos);
+}
+
 TEST_CASE("plan overrides: nodes, batch and sequence", "[plan][cli]") {
   TempDir dir;
   const Result r = run_paraplan({"plan", "@SRC@/configs/examples/llama2-7b-dgx-h100.yaml", "--nodes",
