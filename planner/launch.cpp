@@ -1,6 +1,7 @@
 #include "planner/launch.hpp"
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -80,6 +81,9 @@ std::string self_exe() {
 namespace {
 
 volatile sig_atomic_t g_child_group = 0;
+// The run's temporary directory, removed when a signal ends paraplan (a fixed
+// buffer: the handler may not allocate).
+char g_cleanup_dir[4096] = {0};
 
 void forward_signal(int sig) {
   if (g_child_group > 0) {
@@ -87,6 +91,17 @@ void forward_signal(int sig) {
     const timespec one_second{1, 0};
     nanosleep(&one_second, nullptr);
     kill(-g_child_group, SIGKILL);
+  }
+  if (g_cleanup_dir[0]) {
+    // fork, execve and waitpid are async-signal-safe; fs::remove_all is not.
+    const pid_t rm = fork();
+    if (rm == 0) {
+      char* const argv[] = {const_cast<char*>("rm"), const_cast<char*>("-rf"), g_cleanup_dir, nullptr};
+      char* const envp[] = {nullptr};
+      execve("/bin/rm", argv, envp);
+      _exit(127);
+    }
+    if (rm > 0) waitpid(rm, nullptr, 0);
   }
   signal(sig, SIG_DFL);
   raise(sig);
@@ -106,6 +121,9 @@ pid_t start_mpirun(int ranks, const std::string& extra_mpirun_args, std::vector<
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
     setpgid(0, 0);
+    // mpirun (and through it every rank) ends when paraplan dies, even by SIGKILL.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() == 1) std::_Exit(1);  // paraplan died before prctl took effect
     if (geteuid() == 0) setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1), setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
     // Containers often forbid cross-memory attach; shared memory still works.
     setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
@@ -135,5 +153,12 @@ void stop_mpirun(pid_t pid, int* wstatus) {
 }
 
 void mpirun_ended() { g_child_group = 0; }
+
+void remove_on_signal(const std::string& dir) {
+  if (dir.size() >= sizeof g_cleanup_dir) return;  // too long to keep: left behind
+  g_cleanup_dir[0] = '\0';
+  std::memcpy(g_cleanup_dir + 1, dir.c_str() + 1, dir.size());  // the first byte last: the handler sees all or nothing
+  g_cleanup_dir[0] = dir.empty() ? '\0' : dir[0];
+}
 
 }  // namespace paraplan

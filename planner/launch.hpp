@@ -30,4 +30,7 @@ void stop_mpirun(pid_t pid, int* wstatus);
 // The group has ended: our signals no longer need forwarding.
 void mpirun_ended();
 
+// Removes `dir` when SIGINT, SIGTERM or SIGHUP ends paraplan during a run ("" = nothing).
+void remove_on_signal(const std::string& dir);
+
 }  // namespace paraplan

@@ -273,8 +273,10 @@ T load_part(const MapReader& top, const char* key, const std::string& file, From
 
 }  // namespace
 
-Spec load_spec_file(const std::string& path) {
-  const YAML::Node root = parse_yaml(read_text_file(path), path);
+Spec load_spec_file(const std::string& path) { return load_spec_text(read_text_file(path), path); }
+
+Spec load_spec_text(const std::string& text, const std::string& path) {
+  const YAML::Node root = parse_yaml(text, path);
   const MapReader r(root, path, "",
                     {"model", "cluster", "num_nodes", "training", "memory_headroom", "search",
                      "layout"});

@@ -20,6 +20,9 @@ Model load_model_file(const std::string& path);
 Cluster load_cluster_file(const std::string& path);
 // A plan spec; `model` and `cluster` are paths relative to it or inline maps.
 Spec load_spec_file(const std::string& path);
+// The same from text already read; `path` names it in errors and anchors
+// relative model/cluster paths.
+Spec load_spec_text(const std::string& text, const std::string& path);
 
 // The same from already parsed YAML (file names only label errors).
 Model model_from_yaml(const YAML::Node& node, const std::string& file, const std::string& prefix);

@@ -264,9 +264,10 @@ int launch(const Resolved& r, ValidateOptions& o, std::ostream& out) {
   if (!have_mpi())
     throw SpecError("--launcher", 0, "", "this paraplan was built without MPI; use --emulate-rank, or rebuild with libopenmpi-dev");
   const int n = r.layout.gpus();
-  char tmpl[] = "/tmp/paraplan-validate-XXXXXX";
-  if (!mkdtemp(tmpl)) throw std::runtime_error("cannot create a temporary directory");
+  std::string tmpl = (fs::temp_directory_path() / "paraplan-validate-XXXXXX").string();  // honours TMPDIR
+  if (!mkdtemp(tmpl.data())) throw std::runtime_error("cannot create a temporary directory");
   const std::string dir = tmpl;
+  remove_on_signal(dir);
   std::vector<std::string> args{"validate", o.spec, "--launcher", "none", "--result-dir", dir,
                            "--layout", to_string(r.layout), "--steps", std::to_string(o.steps), "--backend", o.backend,
                            "--lr", fmt::format("{}", o.lr), "--seed", std::to_string(o.seed),
@@ -298,7 +299,11 @@ int launch(const Resolved& r, ValidateOptions& o, std::ostream& out) {
       if (s.count != last_count[i]) last_count[i] = s.count, last_change[i] = now;
       if (!s.seen || s.text == "done") continue;
       idle = std::min(idle, std::chrono::duration<double>(now - last_change[i]).count());
-      if (worst < 0 || s.count < worst_s.count) worst = i, worst_s = s;
+      // The rank whose progress stopped first is the one the others wait for
+      // (a stopped rank's peers stall after it, some of them further behind).
+      if (worst < 0 || last_change[i] < last_change[worst] ||
+          (last_change[i] == last_change[worst] && s.count < worst_s.count))
+        worst = i, worst_s = s;
     }
     std::string why;
     if (worst >= 0 && idle < 1e300 && idle > o.stall_timeout_s)
@@ -314,7 +319,10 @@ int launch(const Resolved& r, ValidateOptions& o, std::ostream& out) {
     }
   }
   mpirun_ended();
-  auto cleanup = [&] { fs::remove_all(dir); };
+  auto cleanup = [&] {
+    remove_on_signal("");
+    fs::remove_all(dir);
+  };
   if (failure.empty() && fs::exists(dir + "/result.json")) {
     // Rank 0 wrote the comparison in both formats.
     const nlohmann::json j = nlohmann::json::parse(read_file(dir + "/result.json"));

@@ -80,8 +80,14 @@ inline Result run_paraplan(const std::vector<std::string>& args, const fs::path&
   const fs::path out = capture.path() / "stdout", err = capture.path() / "stderr";
   // Built by appending: GCC 12 warns falsely (-Wrestrict) on `" " + std::string`.
   std::string cmd = "cd ";
-  // Bounded: a hang (e.g. blocking on a FIFO) fails with exit 124, never stalls the suite.
-  cmd.append(shell_quote(cwd.string())).append(" && exec timeout 30 ").append(shell_quote(PARAPLAN_BINARY));
+  // Bounded: a hang (e.g. blocking on a FIFO) fails with exit 124, never stalls
+  // the suite. PARAPLAN_TEST_CLI_TIMEOUT (seconds) raises it for slow builds (ASan).
+  const char* limit = std::getenv("PARAPLAN_TEST_CLI_TIMEOUT");
+  cmd.append(shell_quote(cwd.string()))
+      .append(" && exec timeout ")
+      .append(limit && *limit ? shell_quote(limit) : std::string("60"))
+      .append(" ")
+      .append(shell_quote(PARAPLAN_BINARY));
   for (const std::string& a : args) cmd.append(" ").append(shell_quote(expand(a, cwd)));
   cmd.append(" >").append(shell_quote(out.string()));
   cmd.append(" 2>").append(shell_quote(err.string())).append(" </dev/null");

@@ -10,7 +10,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 
 #include "cli_runner.hpp"
@@ -243,4 +246,41 @@ TEST_CASE("validate: bad input is one line and exit 2", "[validate]") {
   const Result c = run_paraplan({"validate", kData + "gpt-fp32.yaml"}, dir.path());
   CHECK(c.code == 2);
   CHECK(c.err.find("--layout") != std::string::npos);
+}
+
+// Issue 12: a signal to `paraplan validate` left its temporary directory (SIGINT,
+// SIGTERM) or mpirun and every rank running (SIGKILL).
+TEST_CASE("validate cleans up after SIGTERM and takes mpirun down with it on SIGKILL", "[validate][signals]") {
+  namespace fs = std::filesystem;
+  // A TMPDIR of its own, so that other tests' runs do not show up here.
+  paraplan::test::TempDir tmp;
+  const auto leftovers = [&] {
+    std::set<std::string> dirs;
+    for (const auto& e : fs::directory_iterator(tmp.path())) dirs.insert(e.path().string());
+    return dirs;
+  };
+  const auto ranks_alive = [](const std::string& seed) {
+    // "[4]2421" matches the ranks' "--seed 42421" but not this pgrep's own shell.
+    const std::string cmd = "pgrep -f -- " + paraplan::test::shell_quote("--seed [" + seed.substr(0, 1) + "]" + seed.substr(1)) +
+                            " >/dev/null";
+    return std::system(cmd.c_str()) == 0;
+  };
+  for (const char* sig : {"TERM", "KILL"}) {
+    INFO("SIG" << sig);
+    const std::set<std::string> before = leftovers();
+    // A run long enough to be interrupted: 200,000 steps of dp=2 (a distinctive
+    // --seed marks its processes).
+    const std::string seed = std::string("4242") + (sig[0] == 'T' ? "1" : "2");
+    const std::string cmd = "cd /tmp && (TMPDIR=" + paraplan::test::shell_quote(tmp.path().string()) + " " +
+                            paraplan::test::shell_quote(PARAPLAN_BINARY) + " validate " +
+                            paraplan::test::shell_quote(paraplan::test::expand(kData + "gpt-small.yaml", "/tmp")) +
+                            " --layout dp=2 --steps 200000 --seed " + seed +
+                            " >/dev/null 2>&1 & p=$!; sleep 3; kill -" + sig + " $p; wait $p; sleep 3)";
+    REQUIRE(std::system(("timeout 60 sh -c " + paraplan::test::shell_quote(cmd)).c_str()) != -1);
+    CHECK_FALSE(ranks_alive(seed));  // mpirun and the ranks are gone
+    std::set<std::string> after = leftovers();
+    if (sig[0] == 'T') CHECK(after == before);  // SIGTERM: the directory removed
+    for (const std::string& d : after)  // SIGKILL cannot clean up: this test does
+      if (!before.count(d)) fs::remove_all(d);
+  }
 }
