@@ -13,7 +13,8 @@ if ! command -v clang++ >/dev/null 2>&1; then
   exit 0
 fi
 cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DPARAPLAN_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build-fuzz -j"$(nproc)" >/dev/null
+cmake --build build-fuzz -j"$(nproc)" >build-fuzz/build.log 2>&1 ||
+  { tail -40 build-fuzz/build.log; echo "fuzz.sh: the fuzz build failed"; exit 1; }
 seeds=build-fuzz/seeds
 rm -rf "$seeds" && mkdir -p "$seeds"/{fuzz_spec,fuzz_layout,fuzz_hf_config} build-fuzz/artifacts
 cp configs/examples/*.yaml tests/data/validate/*.yaml "$seeds/fuzz_spec/"

@@ -12,6 +12,7 @@ packages=(
   openmpi-bin libopenmpi-dev
   libimgui-dev libglfw3-dev libgl1-mesa-dev libgl1-mesa-dri libstb-dev xvfb xauth
   python3-torch  # the PyTorch oracle test (tests/oracle), under the system /usr/bin/python3
+  clang libclang-rt-14-dev  # libFuzzer + sanitizers for the fuzz harnesses (scripts/fuzz.sh)
 )
 
 installed() {

@@ -6,4 +6,17 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
 status=0
 ctest --test-dir build --output-on-failure -j2 || status=$?
+
+# The unit tests again, built with AddressSanitizer + UndefinedBehaviorSanitizer
+# (build-asan/; leak checks off: Open MPI's own allocations would drown them).
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS=-O1 -DPARAPLAN_SANITIZE=ON \
+  -DPARAPLAN_CUDA=OFF -DPARAPLAN_WERROR=OFF >/dev/null
+cmake --build build-asan -j"$(nproc)" --target paraplan paraplan_tests >build-asan/build.log 2>&1 ||
+  { tail -40 build-asan/build.log; echo "test.sh: the sanitizer build failed"; exit 1; }
+echo "test.sh: unit tests under ASan + UBSan (build-asan/tests/paraplan_tests)"
+ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 PARAPLAN_TEST_CLI_TIMEOUT=600 \
+  timeout 1200 build-asan/tests/paraplan_tests || status=$?
+
+# A short fuzz run of every harness (longer: bash scripts/fuzz.sh 600).
+bash scripts/fuzz.sh 15 || status=$?
 exit "$status"
