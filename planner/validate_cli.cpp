@@ -1,5 +1,7 @@
 #include "planner/validate_cli.hpp"
 
+#include <sys/prctl.h>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -176,6 +178,11 @@ int run_emulated(const Resolved& r, const ValidateOptions& o, std::ostream& out)
 
 // ---- one rank of a multi-rank run (under mpirun or srun) ----
 int run_worker(const Resolved& r, const ValidateOptions& o, std::ostream& out) {
+  // A rank dies with the process that launched it (mpirun's daemon): after a
+  // stall the launcher kills mpirun, and a stopped or stuck rank must not
+  // outlive it. SIGKILL, since a SIGSTOPped rank would never act on SIGTERM.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() == 1) return 3;  // the launcher is already gone
   int rank = 0, size = 1;
   mpi_init(&rank, &size);
   if (size != r.layout.gpus()) {

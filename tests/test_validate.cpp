@@ -254,9 +254,10 @@ TEST_CASE("validate cleans up after SIGTERM and takes mpirun down with it on SIG
   namespace fs = std::filesystem;
   // A TMPDIR of its own, so that other tests' runs do not show up here.
   paraplan::test::TempDir tmp;
-  const auto leftovers = [&] {
+  const auto leftovers = [&] {  // paraplan's own (Open MPI keeps a session directory there too)
     std::set<std::string> dirs;
-    for (const auto& e : fs::directory_iterator(tmp.path())) dirs.insert(e.path().string());
+    for (const auto& e : fs::directory_iterator(tmp.path()))
+      if (e.path().filename().string().rfind("paraplan-validate-", 0) == 0) dirs.insert(e.path().string());
     return dirs;
   };
   const auto ranks_alive = [](const std::string& seed) {
@@ -268,13 +269,13 @@ TEST_CASE("validate cleans up after SIGTERM and takes mpirun down with it on SIG
   for (const char* sig : {"TERM", "KILL"}) {
     INFO("SIG" << sig);
     const std::set<std::string> before = leftovers();
-    // A run long enough to be interrupted: 200,000 steps of dp=2 (a distinctive
+    // A run long enough to be interrupted: 100,000 steps of dp=2 (a distinctive
     // --seed marks its processes).
     const std::string seed = std::string("4242") + (sig[0] == 'T' ? "1" : "2");
     const std::string cmd = "cd /tmp && (TMPDIR=" + paraplan::test::shell_quote(tmp.path().string()) + " " +
                             paraplan::test::shell_quote(PARAPLAN_BINARY) + " validate " +
-                            paraplan::test::shell_quote(paraplan::test::expand(kData + "gpt-small.yaml", "/tmp")) +
-                            " --layout dp=2 --steps 200000 --seed " + seed +
+                            paraplan::test::shell_quote(paraplan::test::expand(kData + "gpt-fp32.yaml", "/tmp")) +
+                            " --layout dp=2 --steps 100000 --seed " + seed +
                             " >/dev/null 2>&1 & p=$!; sleep 3; kill -" + sig + " $p; wait $p; sleep 3)";
     REQUIRE(std::system(("timeout 60 sh -c " + paraplan::test::shell_quote(cmd)).c_str()) != -1);
     CHECK_FALSE(ranks_alive(seed));  // mpirun and the ranks are gone
@@ -282,5 +283,34 @@ TEST_CASE("validate cleans up after SIGTERM and takes mpirun down with it on SIG
     if (sig[0] == 'T') CHECK(after == before);  // SIGTERM: the directory removed
     for (const std::string& d : after)  // SIGKILL cannot clean up: this test does
       if (!before.count(d)) fs::remove_all(d);
+  }
+}
+
+// Issue 12: with one rank stopped (SIGSTOP) every other rank stalls behind it;
+// the rank named must be the stopped one, not the one furthest behind.
+TEST_CASE("validate names the SIGSTOPped rank as the stalled one", "[validate][signals]") {
+  for (int stopped : {0, 1}) {
+    INFO("stopped rank " << stopped);
+    const std::string seed = "4243" + std::to_string(stopped + 1);
+    const std::string err = "/tmp/paraplan-sigstop-" + seed + ".err";
+    // Start a long run, find the rank's process by its MPI rank, stop it; the
+    // run must end by itself (stall timeout 4 s) naming that rank.
+    const std::string cmd =
+        "cd /tmp && (" + paraplan::test::shell_quote(PARAPLAN_BINARY) + " validate " +
+        paraplan::test::shell_quote(paraplan::test::expand(kData + "gpt-fp32.yaml", "/tmp")) +
+        " --layout dp=2 --steps 100000 --stall-timeout 4 --seed " + seed + " >/dev/null 2>" + err +
+        " & p=$!; sleep 3; for q in $(pgrep -f -- '--launcher none.*--seed [" + seed.substr(0, 1) + "]" +
+        seed.substr(1) + "'); do tr '\\0' '\\n' </proc/$q/environ | grep -qx 'OMPI_COMM_WORLD_RANK=" +
+        std::to_string(stopped) + "' && kill -STOP $q; done; wait $p; echo $? >" + err + ".rc)";
+    REQUIRE(std::system(("timeout 90 sh -c " + paraplan::test::shell_quote(cmd)).c_str()) != -1);
+    const std::string rc = paraplan::test::read_file(err + ".rc"), text = paraplan::test::read_file(err);
+    INFO(text);
+    CHECK(rc == "3\n");
+    CHECK(text.find("rank " + std::to_string(stopped) + " stalled") != std::string::npos);
+    // No rank outlives the run, the stopped one included.
+    const std::string alive = "pgrep -f -- '--seed [" + seed.substr(0, 1) + "]" + seed.substr(1) + "' >/dev/null";
+    CHECK(std::system(alive.c_str()) != 0);
+    std::remove(err.c_str());
+    std::remove((err + ".rc").c_str());
   }
 }
