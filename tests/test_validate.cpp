@@ -299,8 +299,9 @@ TEST_CASE("validate names the SIGSTOPped rank as the stalled one", "[validate][s
         "cd /tmp && (" + paraplan::test::shell_quote(PARAPLAN_BINARY) + " validate " +
         paraplan::test::shell_quote(paraplan::test::expand(kData + "gpt-fp32.yaml", "/tmp")) +
         " --layout dp=2 --steps 100000 --stall-timeout 4 --seed " + seed + " >/dev/null 2>" + err +
-        " & p=$!; sleep 3; for q in $(pgrep -f -- '--launcher none.*--seed [" + seed.substr(0, 1) + "]" +
-        seed.substr(1) + "'); do tr '\\0' '\\n' </proc/$q/environ | grep -qx 'OMPI_COMM_WORLD_RANK=" +
+        " & p=$!; pat='--launcher none.*--seed [" + seed.substr(0, 1) + "]" + seed.substr(1) +
+        "'; i=0; while [ $(pgrep -f -- \"$pat\" | wc -l) -lt 2 ] && [ $i -lt 60 ]; do sleep 0.5; i=$((i+1)); done;"
+        " sleep 1; for q in $(pgrep -f -- \"$pat\"); do tr '\\0' '\\n' </proc/$q/environ | grep -qx 'OMPI_COMM_WORLD_RANK=" +
         std::to_string(stopped) + "' && kill -STOP $q; done; wait $p; echo $? >" + err + ".rc)";
     REQUIRE(std::system(("timeout 90 sh -c " + paraplan::test::shell_quote(cmd)).c_str()) != -1);
     const std::string rc = paraplan::test::read_file(err + ".rc"), text = paraplan::test::read_file(err);
