@@ -201,7 +201,11 @@ int run_worker(const Resolved& r, const ValidateOptions& o, std::ostream& out) {
     if (beat_fd < 0) return;
     char rec[128];
     std::memset(rec, ' ', sizeof rec);
-    const int len = std::snprintf(rec, sizeof rec - 1, "%d %s", count, what.c_str());
+    // count, wall-clock milliseconds of this action (so the launcher can tell
+    // which rank stopped first, however late it polls), what it was.
+    const long long ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch()).count();
+    const int len = std::snprintf(rec, sizeof rec - 1, "%d %lld %d %s", count, ms, int(getpid()), what.c_str());
     if (len > 0 && len < int(sizeof rec)) rec[len] = ' ';
     rec[sizeof rec - 1] = '\n';
     if (::pwrite(beat_fd, rec, sizeof rec, 0) < 0) return;
@@ -250,19 +254,34 @@ int run_worker(const Resolved& r, const ValidateOptions& o, std::ostream& out) {
 
 // ---- the launching process: mpirun, watched for death and stalls ----
 struct RankStatus {
-  int count = -1;    // schedule actions started
-  std::string text;  // the last one, or "done"
+  int count = -1;      // schedule actions started
+  long long at_ms = 0; // when the last one started (wall clock)
+  int pid = 0;         // the rank's process (on this machine)
+  std::string text;    // the last one, or "done"
   bool seen = false;
 };
+
+// A rank process stopped by a signal (SIGSTOP, a debugger): /proc/PID/stat state T or t.
+bool process_stopped(int pid) {
+  if (pid <= 0) return false;
+  const std::string st = read_file("/proc/" + std::to_string(pid) + "/stat");
+  const auto close = st.rfind(')');
+  return close != std::string::npos && close + 2 < st.size() && (st[close + 2] == 'T' || st[close + 2] == 't');
+}
 
 RankStatus rank_status(const std::string& dir, int rank) {
   RankStatus s;
   std::string t = read_file(dir + "/rank-" + std::to_string(rank) + ".status");
   const auto sp = t.find(' ');
   if (t.empty() || sp == std::string::npos) return s;
+  const auto sp2 = t.find(' ', sp + 1);
+  const auto sp3 = sp2 == std::string::npos ? sp2 : t.find(' ', sp2 + 1);
+  if (sp3 == std::string::npos) return s;
   s.seen = true;
   s.count = std::atoi(t.substr(0, sp).c_str());
-  s.text = t.substr(sp + 1);
+  s.at_ms = std::atoll(t.substr(sp + 1, sp2 - sp - 1).c_str());
+  s.pid = std::atoi(t.substr(sp2 + 1, sp3 - sp2 - 1).c_str());
+  s.text = t.substr(sp3 + 1);
   while (!s.text.empty() && (s.text.back() == ' ' || s.text.back() == '\n')) s.text.pop_back();
   return s;
 }
@@ -308,8 +327,11 @@ int launch(const Resolved& r, ValidateOptions& o, std::ostream& out) {
       idle = std::min(idle, std::chrono::duration<double>(now - last_change[i]).count());
       // The rank whose progress stopped first is the one the others wait for
       // (a stopped rank's peers stall after it, some of them further behind).
-      if (worst < 0 || last_change[i] < last_change[worst] ||
-          (last_change[i] == last_change[worst] && s.count < worst_s.count))
+      // A stopped process is the one the others wait for; else the rank whose
+      // last action is the oldest.
+      const bool stopped = process_stopped(s.pid), worst_stopped = worst >= 0 && process_stopped(worst_s.pid);
+      if (worst < 0 || (stopped && !worst_stopped) ||
+          (stopped == worst_stopped && (s.at_ms < worst_s.at_ms || (s.at_ms == worst_s.at_ms && s.count < worst_s.count))))
         worst = i, worst_s = s;
     }
     std::string why;
