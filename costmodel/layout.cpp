@@ -101,10 +101,17 @@ void parse_layout_into(std::string_view text, Layout* out, LayoutFields* set) {
         throw LayoutError("schedule",
                           "expected 1f1b, interleaved or gpipe, got '" + std::string(val) + "'");
       set->schedule = true;
+    } else if (key == "first_stage_layers") {
+      out->first_stage_layers = parse_positive(key, val, 1, kMaxLayers);
+      set->first_stage_layers = true;
+    } else if (key == "last_stage_layers") {
+      out->last_stage_layers = parse_positive(key, val, 1, kMaxLayers);
+      set->last_stage_layers = true;
     } else {
       throw LayoutError(std::string(key),
                         "unknown layout field '" + std::string(key) +
-                            "'; known: dp, tp, pp, vpp, sp, zero, recompute, mbs, schedule");
+                            "'; known: dp, tp, pp, vpp, sp, zero, recompute, mbs, schedule, "
+                            "first_stage_layers, last_stage_layers");
     }
   }
   if (want_interleaved && out->vpp < 2)
@@ -125,6 +132,8 @@ std::string to_string(const Layout& l) {
        ",sp=" + (l.sp ? "1" : "0") + ",zero=" + std::to_string(l.zero) +
        ",recompute=" + recompute_name(l.recompute) + ",mbs=" + std::to_string(l.mbs) +
        ",schedule=" + schedule_name(l.schedule);
+  if (l.first_stage_layers > 0) s += ",first_stage_layers=" + std::to_string(l.first_stage_layers);
+  if (l.last_stage_layers > 0) s += ",last_stage_layers=" + std::to_string(l.last_stage_layers);
   return s;
 }
 

@@ -1,5 +1,7 @@
 // A parallel layout and its one canonical text form:
 //   dp=8,tp=8,pp=4,vpp=2,sp=1,zero=1,recompute=selective,mbs=1,schedule=1f1b
+// followed, only when set, by first_stage_layers=N and last_stage_layers=N
+// (uneven pipeline stages, Megatron-LM --decoder-first/last-pipeline-num-layers).
 // Interleaving is 1F1B with vpp > 1 (as in Megatron-LM); `schedule=interleaved`
 // is accepted on input and printed as `1f1b` with its vpp.
 #pragma once
@@ -23,9 +25,15 @@ struct Layout {
   Recompute recompute = Recompute::kNone;
   int mbs = 1;
   Schedule schedule = Schedule::k1F1B;
+  // Uneven pipeline stages: transformer layers on the first / last pipeline
+  // rank (all its model chunks); 0 = the even split. The other stages share
+  // the remaining layers evenly (Megatron-LM get_num_layers_to_build).
+  int first_stage_layers = 0;
+  int last_stage_layers = 0;
 
   int gpus() const { return dp * tp * pp; }
   bool interleaved() const { return schedule == Schedule::k1F1B && vpp > 1; }
+  bool uneven() const { return first_stage_layers > 0 || last_stage_layers > 0; }
   bool operator==(const Layout&) const = default;
 };
 
@@ -49,7 +57,8 @@ bool parse_schedule(std::string_view text, Schedule* out, bool* interleaved);
 // Megatron arguments, a DeepSpeed config) can be merged and checked for conflicts.
 struct LayoutFields {
   bool dp = false, tp = false, pp = false, vpp = false, sp = false, zero = false,
-       recompute = false, mbs = false, schedule = false;
+       recompute = false, mbs = false, schedule = false, first_stage_layers = false,
+       last_stage_layers = false;
 };
 
 // Parses the canonical form; unnamed fields keep the values already in *out.

@@ -117,7 +117,8 @@ double stage_bytes_bound(const Spec& s, const Layout& l) {
   const double width = double(m.hidden_size) + double(m.q_width()) + 2.0 * double(m.kv_width()) + 3.0 * m.ffn_hidden_size;
   const double per_token_layer = 64.0 * width + 16.0 * double(m.num_attention_heads) * s.training.seq_length;
   const double in_flight = double(num_microbatches(s, l)) + double(l.pp) * l.vpp;
-  const double layers = double(m.num_layers) / l.pp;
+  StageSplit split;
+  const double layers = stage_split(m.num_layers, l, &split) ? double(split.most()) : double(m.num_layers);
   const double loss = tokens * (double(m.vocab_size) / l.tp + 64.0) * 32.0;
   return in_flight * (tokens * per_token_layer * layers + loss) + approx_params(m) * 2048.0;
 }
@@ -169,16 +170,27 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
   const int micro = num_microbatches(s, l);
   const int in_flight = in_flight_chunks(l, micro, stage);
   const std::int64_t per_layer = layer_activation_bytes(m, t.flash_attention, l.recompute, a, prof.act);
-  const std::int64_t layers_per_chunk = m.num_layers / (l.pp * l.vpp);
-  out.add(Category::kActivations, "transformer layers", in_flight * layers_per_chunk * per_layer,
+  // Layer forwards whose activations are held: in-flight chunk forwards times
+  // their chunk's layers (chunks differ only on an uneven first or last rank).
+  const std::int64_t layers_per_chunk = (sp.layers + l.vpp - 1) / l.vpp;  // the largest chunk
+  const bool even_chunks = sp.layers % l.vpp == 0;
+  std::int64_t held_layers = in_flight * layers_per_chunk;
+  if (!even_chunks) {
+    held_layers = 0;
+    for (int c = 0; c < l.vpp; ++c)
+      held_layers += std::int64_t(in_flight_of_chunk(l, micro, stage, c)) * chunk_layers(int(sp.layers), l, stage, c);
+  }
+  out.add(Category::kActivations, "transformer layers", held_layers * per_layer,
           [&] {
             const char* unit = l.vpp > 1 ? "chunk forwards" : in_flight == 1 ? "micro-batch" : "micro-batches";
+            const char* sched = l.schedule == Schedule::kGPipe ? "GPipe" : l.vpp > 1 ? "interleaved 1F1B" : "1F1B";
+            if (!even_chunks)
+              return fmt::format("{} layer forwards ({} {} in flight, {} schedule, {} layers in {} chunks, one short) x {} "
+                                 "per layer ({} recompute)",
+                                 held_layers, in_flight, unit, sched, sp.layers, l.vpp, human(per_layer),
+                                 recompute_name(l.recompute));
             return fmt::format("{} {} in flight ({} schedule) x {} layers x {} per layer ({} recompute)",
-                               in_flight, unit,
-                               l.schedule == Schedule::kGPipe ? "GPipe"
-                               : l.vpp > 1                    ? "interleaved 1F1B"
-                                                              : "1F1B",
-                               layers_per_chunk, human(per_layer), recompute_name(l.recompute));
+                               in_flight, unit, sched, layers_per_chunk, human(per_layer), recompute_name(l.recompute));
           }, prof.act.layer_spec);
   if (first) {
     const int n0 = in_flight_of_chunk(l, micro, stage, 0);
@@ -326,8 +338,8 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
     // Requests of 10 MiB or more get a segment rounded up to 2 MiB: the
     // remainder of each saved activation is reserved but not allocated.
     const std::int64_t slack = layer_rounding_slack(m, t.flash_attention, l.recompute, a, prof.act);
-    out.add(Category::kFragmentation, "segment rounding of saved activations", in_flight * layers_per_chunk * slack,
-            [&] { return fmt::format("{} in flight x {} layers x {} per layer", in_flight, layers_per_chunk, human(slack)); },
+    out.add(Category::kFragmentation, "segment rounding of saved activations", held_layers * slack,
+            [&] { return fmt::format("{} layer forwards in flight x {} per layer", held_layers, human(slack)); },
             "pytorch c10/cuda/CUDACachingAllocator.cpp@001074d2 (kMinLargeAlloc 10 MiB, kRoundLarge 2 MiB, :117-124)");
     if (last && prof.loss.logits_block_stranded && a.act_bytes < 4) {
       const std::int64_t bytes = a.act_bytes * a.s * a.b * vocab;
@@ -351,7 +363,7 @@ StageParams stage_params(const Model& m, const Layout& l, int stage) {
   const std::int64_t fin = m.ffn_in_width(), f = m.ffn_hidden_size;
   const std::int64_t norm = m.normalization == Normalization::kRmsNorm ? h : 2 * h;
   StageParams p;
-  p.layers = m.num_layers / l.pp;
+  p.layers = stage_layers(m, l, stage);
   // Column-parallel QKV and fc1, row-parallel out-proj and fc2 (Shoeybi et al.
   // 2019); row-parallel biases and norms are replicated.
   p.layer = (h * (q + 2 * kv) + q * h + h * fin + f * h) / t + 2 * norm;

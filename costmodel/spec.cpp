@@ -24,6 +24,33 @@ const char* invalid_name(Invalid r) {
   return "?";
 }
 
+bool stage_split(int L, const Layout& l, StageSplit* out) {
+  if (l.pp < 1 || l.vpp < 1) return false;
+  if (l.pp == 1) {
+    *out = {L, L, L};
+    return !l.uneven() && L % l.vpp == 0;
+  }
+  std::int64_t left = L, stages = l.pp;
+  if (l.first_stage_layers > 0) left -= l.first_stage_layers, --stages;
+  if (l.last_stage_layers > 0) left -= l.last_stage_layers, --stages;
+  int middle = 0;
+  if (stages > 0) {
+    if (left < stages || left % stages) return false;
+    middle = int(left / stages);
+  } else if (left != 0) {
+    return false;
+  }
+  out->first = l.first_stage_layers > 0 ? l.first_stage_layers : middle;
+  out->last = l.last_stage_layers > 0 ? l.last_stage_layers : middle;
+  out->middle = l.pp > 2 ? middle : out->first;
+  // Each model chunk of a middle rank holds layers / vpp
+  // (transformer_block.py:176-180); the first and last ranks may have one
+  // short chunk (see chunk_layers), of at least 0 layers.
+  const int v = l.vpp;
+  auto short_ok = [v](int n) { return n % v == 0 || n - (v - 1) * ((n + v - 1) / v) >= 0; };
+  return (l.pp <= 2 || out->middle % v == 0) && short_ok(out->first) && short_ok(out->last);
+}
+
 std::optional<Invalid> layout_invalid(const Spec& s, const Layout& l, bool check_tp_span) {
   const Model& m = s.model;
   // Every factor is checked against its bound before any product, so the
@@ -38,7 +65,12 @@ std::optional<Invalid> layout_invalid(const Spec& s, const Layout& l, bool check
   if (m.ffn_hidden_size % l.tp) return Invalid::kFfnTp;
   if (l.sp && s.training.seq_length % l.tp) return Invalid::kSeqSp;
   if (l.vpp < 1 || (l.vpp > 1 && (l.pp < 2 || l.schedule == Schedule::kGPipe))) return Invalid::kVpp;
-  if (l.pp > m.num_layers || l.vpp > m.num_layers || m.num_layers % (std::int64_t(l.pp) * l.vpp)) return Invalid::kLayersPp;
+  if (l.pp > m.num_layers || l.vpp > m.num_layers) return Invalid::kLayersPp;
+  if (!l.uneven()) {
+    if (m.num_layers % (std::int64_t(l.pp) * l.vpp)) return Invalid::kLayersPp;
+  } else if (StageSplit split; !stage_split(m.num_layers, l, &split)) {
+    return Invalid::kLayersPp;
+  }
   if (l.mbs < 1 || l.mbs > s.training.global_batch_size ||
       s.training.global_batch_size % (std::int64_t(l.dp) * l.mbs))
     return Invalid::kBatch;
@@ -54,6 +86,27 @@ std::string gpu_product_text(const Layout& l) {
   if (l.dp > 0 && tp_pp > (std::int64_t(1) << 62) / l.dp) return "more than 2^62";
   return std::to_string(tp_pp * l.dp);
 }
+// Why first_stage_layers / last_stage_layers cannot split the model's layers.
+LayoutProblem uneven_problem(const Model& m, const Layout& l) {
+  using std::to_string;
+  const std::string field = l.first_stage_layers > 0 ? "first_stage_layers" : "last_stage_layers";
+  if (l.pp < 2)
+    return {Invalid::kLayersPp, field, field + " needs pp >= 2, got pp = " + to_string(l.pp)};
+  std::int64_t left = m.num_layers, stages = l.pp;
+  std::string taken;
+  if (l.first_stage_layers > 0) left -= l.first_stage_layers, --stages, taken += " - first_stage_layers " + to_string(l.first_stage_layers);
+  if (l.last_stage_layers > 0) left -= l.last_stage_layers, --stages, taken += " - last_stage_layers " + to_string(l.last_stage_layers);
+  const std::string rest = "num_layers " + to_string(m.num_layers) + taken + " = " + to_string(left);
+  if (stages == 0 && left != 0)
+    return {Invalid::kLayersPp, field, rest + " layers left for no other stage; expected 0"};
+  if (stages > 0 && (left < stages || left % stages))
+    return {Invalid::kLayersPp, field,
+            rest + " layers, not a positive multiple of the " + to_string(stages) + " other pipeline stages"};
+  return {Invalid::kLayersPp, "vpp",
+          "each pipeline stage's layers must be divisible by vpp " + to_string(l.vpp) + " (" + rest + " over " +
+              to_string(stages) + " other stages)"};
+}
+
 }  // namespace
 
 std::optional<LayoutProblem> resolve_layout(const Spec& s, Layout* l, bool check_tp_span) {
@@ -103,6 +156,7 @@ std::optional<LayoutProblem> resolve_layout(const Spec& s, Layout* l, bool check
                            "vpp = " + to_string(l->vpp) +
                                " needs pp > 1 and the 1f1b (interleaved) schedule"};
     case Invalid::kLayersPp:
+      if (l->uneven()) return uneven_problem(m, *l);
       return LayoutProblem{*r, "pp",
                            "num_layers " + to_string(m.num_layers) +
                                " is not divisible by pp*vpp = " + to_string(l->pp * l->vpp)};

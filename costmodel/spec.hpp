@@ -66,6 +66,52 @@ std::optional<LayoutProblem> resolve_layout(const Spec& spec, Layout* layout,
 std::optional<Invalid> layout_invalid(const Spec& spec, const Layout& layout,
                                       bool check_tp_span = true);
 
+// Transformer layers per pipeline rank (all of its model chunks), as
+// Megatron-LM builds them (NVIDIA/Megatron-LM@d98e8a64
+// megatron/core/transformer/transformer_block.py:103-143): the first and last
+// ranks take first_stage_layers / last_stage_layers when set, the other ranks
+// share the remaining layers evenly. With pp = 1 all three are num_layers.
+// Each rank's layers split over its vpp model chunks evenly; when the first
+// (last) rank's count is not a multiple of vpp, its first (last) chunk is the
+// short one, as with --account-for-embedding-in-pipeline-split
+// (--account-for-loss-...; transformer_block.py:186-200).
+struct StageSplit {
+  int first = 0, middle = 0, last = 0;
+  int of(int stage, int pp) const { return stage == 0 ? first : stage == pp - 1 ? last : middle; }
+  int most() const { return first > middle ? (first > last ? first : last) : (middle > last ? middle : last); }
+};
+// False when the layers cannot be split so (a remainder, a stage left with no
+// layers, a middle rank's layers not divisible by vpp, or a short chunk that
+// would need fewer than 0 layers).
+bool stage_split(int num_layers, const Layout& l, StageSplit* out);
+// Layers on pipeline rank `stage` of a valid layout.
+inline int stage_layers(const Model& m, const Layout& l, int stage) {
+  StageSplit sp;
+  stage_split(m.num_layers, l, &sp);
+  return sp.of(stage, l.pp);
+}
+// Layers of model chunk `chunk` (0 <= chunk < vpp) of a rank holding `n`
+// layers: n / vpp, the first rank's first chunk or the last rank's last chunk
+// taking the shortfall when vpp does not divide n.
+inline int chunk_layers(int n, const Layout& l, int stage, int chunk) {
+  const int v = l.vpp;
+  if (n % v == 0) return n / v;
+  const int base = (n + v - 1) / v, short_chunk = n - (v - 1) * base;
+  const int at = stage == 0 ? 0 : v - 1;
+  return chunk == at ? short_chunk : base;
+}
+// Layers of virtual stage vs = chunk·pp + stage (Megatron's order of model
+// chunks through the pipeline), and the global index of its first layer.
+inline int virtual_stage_layers(const StageSplit& sp, const Layout& l, int vs) {
+  const int stage = vs % l.pp, chunk = vs / l.pp;
+  return chunk_layers(sp.of(stage, l.pp), l, stage, chunk);
+}
+inline int virtual_stage_first_layer(const StageSplit& sp, const Layout& l, int vs) {
+  int n = 0;
+  for (int u = 0; u < vs; ++u) n += virtual_stage_layers(sp, l, u);
+  return n;
+}
+
 inline int num_microbatches(const Spec& s, const Layout& l) {
   return int(s.training.global_batch_size / (std::int64_t(l.dp) * l.mbs));
 }

@@ -295,7 +295,7 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
   const Training& t = s.training;
   const Cluster& c = s.cluster;
   const bool first = stage == 0, last = stage == l.pp - 1;
-  const double layers = double(m.num_layers / l.pp);
+  const double layers = double(stage_layers(m, l, stage));
   const LayerTime& f = pl.forward;
   StageMicrobatch r;
   r.forward_s = layers * f.total;
@@ -346,34 +346,47 @@ StepTime estimate_time(const Spec& s, const Layout& l) {
   r.microbatches = num_microbatches(s, l);
   const double m = r.microbatches;
 
-  // Middle stages hold only layers: never slower than the first (embedding) or
-  // the last (output layer), so those two decide.
+  // Every middle stage has the same layers and no embedding or output layer,
+  // so three stages stand for all: the first, one middle (stage 1), the last.
   const int last = l.pp - 1;
   const PerLayer layer = per_layer(s, l, g);
   const StageMicrobatch mb0 = stage_microbatch(s, l, 0, g, layer);
   const StageMicrobatch mbl = last > 0 ? stage_microbatch(s, l, last, g, layer) : mb0;
-  const bool last_slower = mbl.total() > mb0.total();
-  const StageMicrobatch& crit = last_slower ? mbl : mb0;
-  r.critical_stage = last_slower ? last : 0;
-  r.microbatch_s = crit.total();
+  const StageMicrobatch mbm = last > 1 ? stage_microbatch(s, l, 1, g, layer) : mb0;
+  const StageMicrobatch* crit = &mb0;
+  r.critical_stage = 0;
+  if (mbm.total() > crit->total()) crit = &mbm, r.critical_stage = 1;
+  if (mbl.total() > crit->total()) crit = &mbl, r.critical_stage = last;
+  r.microbatch_s = crit->total();
 
-  // 1F1B and GPipe: (m + p − 1)·t; interleaved: m·t + (p − 1)·t/v (Narayanan et al. 2021 §2.2).
+  // A pipeline of stages of unequal time t_i (uneven layer counts, the
+  // embedding and the output layer): m micro-batches pass the slowest stage
+  // one after another, and the first forward and last backward pass every
+  // other stage once: step = m·t_crit + Σ_{i≠crit} t_i (a flow shop; with
+  // equal stages this is Narayanan et al. 2021's (m + p − 1)·t). Interleaving
+  // divides the fill and drain by v (§2.2).
   const double v = l.interleaved() ? l.vpp : 1;
-  r.bubble_s = (l.pp - 1) * r.microbatch_s / v;
-  r.compute_s = m * (crit.forward_s + crit.backward_s);
-  r.tp_comm_s = m * crit.tp_comm_s;
-  r.pp_comm_s = m * crit.pp_comm_s;
+  double all = mb0.total();
+  if (last > 0) all += mbl.total() + (last - 1) * mbm.total();
+  r.bubble_s = std::max(0.0, all - r.microbatch_s) / v;
+  r.compute_s = m * (crit->forward_s + crit->backward_s);
+  r.tp_comm_s = m * crit->tp_comm_s;
+  r.pp_comm_s = m * crit->pp_comm_s;
 
-  // End of step: DP reduction left exposed + optimizer, on the slower stage.
-  const double p0 = stage_param_count(s, l, 0), pl = last > 0 ? stage_param_count(s, l, last) : p0;
-  const double dp0 = dp_exposed_tail_time(s, l, g.dp, p0, mb0);
-  const double dpl = dp_exposed_tail_time(s, l, g.dp, pl, mbl);
-  const double opt0 = optimizer_step_time(s, l, p0), optl = optimizer_step_time(s, l, pl);
-  const bool tail_last = dpl + optl > dp0 + opt0;
-  const double tail_params = tail_last ? pl : p0;
-  const double crit_params = last_slower ? pl : p0;
-  r.dp_comm_s = m * dp_exposed_per_microbatch_time(s, l, g.dp, crit_params, crit) + (tail_last ? dpl : dp0);
-  r.optimizer_s = tail_last ? optl : opt0;
+  // End of step: DP reduction left exposed + optimizer, on the slowest of the
+  // three representative stages.
+  const StageMicrobatch* mbs[3] = {&mb0, &mbm, &mbl};
+  const int stages[3] = {0, last > 1 ? 1 : 0, last};
+  double tail = -1, tail_params = 0, tail_dp = 0, tail_opt = 0, crit_params = 0;
+  for (int k = 0; k < 3; ++k) {
+    const double params = stage_param_count(s, l, stages[k]);
+    if (stages[k] == r.critical_stage) crit_params = params;
+    const double dp = dp_exposed_tail_time(s, l, g.dp, params, *mbs[k]);
+    const double opt = optimizer_step_time(s, l, params);
+    if (dp + opt > tail) tail = dp + opt, tail_params = params, tail_dp = dp, tail_opt = opt;
+  }
+  r.dp_comm_s = m * dp_exposed_per_microbatch_time(s, l, g.dp, crit_params, *crit) + tail_dp;
+  r.optimizer_s = tail_opt;
   r.dp_comm_total_s = dp_grad_reduce_time(s, l, g.dp, tail_params) * (reduces_every_microbatch(l) ? m : 1) +
                       dp_param_gather_time(s, l, g.dp, tail_params) * (l.zero >= 3 ? 2 * m : 1);
 

@@ -71,6 +71,7 @@ Draft from_megatron(const std::string& text, Spec* spec) {
   Draft d{Layout{}, {}, src};
   const auto args = split_args(text);
   int vpp_layers = 0;
+  bool embedding_in_split = false, loss_in_split = false;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string flag = args[i], value;
     if (flag.rfind("--", 0) != 0) continue;  // a value of a flag paraplan ignores
@@ -96,6 +97,14 @@ Draft from_megatron(const std::string& text, Spec* spec) {
     else if (flag == "--pipeline-model-parallel-size") d.l.pp = capped_int(src, flag, val(), kMaxGpus), d.set.pp = true;
     else if (flag == "--virtual-pipeline-model-parallel-size") d.l.vpp = capped_int(src, flag, val(), kMaxLayers), d.set.vpp = true;
     else if (flag == "--num-layers-per-virtual-pipeline-stage") vpp_layers = to_pos_int(src, flag, val(), 1);
+    else if (flag == "--num-virtual-stages-per-pipeline-rank")
+      d.l.vpp = capped_int(src, flag, val(), kMaxLayers), d.set.vpp = true;
+    else if (flag == "--decoder-first-pipeline-num-layers")
+      d.l.first_stage_layers = capped_int(src, flag, val(), kMaxLayers), d.set.first_stage_layers = true;
+    else if (flag == "--decoder-last-pipeline-num-layers")
+      d.l.last_stage_layers = capped_int(src, flag, val(), kMaxLayers), d.set.last_stage_layers = true;
+    else if (flag == "--account-for-embedding-in-pipeline-split") embedding_in_split = true;
+    else if (flag == "--account-for-loss-in-pipeline-split") loss_in_split = true;
     else if (flag == "--sequence-parallel") d.l.sp = true, d.set.sp = true;
     else if (flag == "--micro-batch-size") d.l.mbs = capped_int(src, flag, val(), kMaxBatch), d.set.mbs = true;
     else if (flag == "--use-distributed-optimizer") d.l.zero = 1, d.set.zero = true;
@@ -121,8 +130,21 @@ Draft from_megatron(const std::string& text, Spec* spec) {
     }
     // Every other Megatron flag does not change the memory layout: ignored.
   }
+  // Layers the split counts: the embedding and/or the loss count as one layer
+  // each with --account-for-embedding/loss-in-pipeline-split
+  // (NVIDIA/Megatron-LM@d98e8a64 transformer_block.py:144-155, arguments.py:958-967).
+  const int counted = spec->model.num_layers + int(embedding_in_split) + int(loss_in_split);
+  const char* account_flag = embedding_in_split ? "--account-for-embedding-in-pipeline-split"
+                                                : "--account-for-loss-in-pipeline-split";
+  if ((embedding_in_split || loss_in_split) && d.l.uneven())
+    fail(src, account_flag,
+         "cannot be combined with --decoder-first/last-pipeline-num-layers (transformer_block.py:108-112 asserts the same)");
   if (vpp_layers) {
-    const int per_stage = spec->model.num_layers / std::max(d.l.pp, 1);
+    if (d.l.uneven())
+      fail(src, "--num-layers-per-virtual-pipeline-stage",
+           "with uneven pipeline stages give --num-virtual-stages-per-pipeline-rank instead (Megatron-LM "
+           "arguments.py:955 asserts the same)");
+    const int per_stage = counted / std::max(d.l.pp, 1);
     if (per_stage == 0)
       fail(src, "--pipeline-model-parallel-size",
            "expected at most the model's " + std::to_string(spec->model.num_layers) + " layers, got " +
@@ -132,6 +154,32 @@ Draft from_megatron(const std::string& text, Spec* spec) {
            "expected a divisor of the " + std::to_string(per_stage) + " layers per pipeline stage");
     d.l.vpp = per_stage / vpp_layers;
     d.set.vpp = true;
+  }
+  if (embedding_in_split || loss_in_split) {
+    // The first / last rank builds one layer fewer, in its first / last model
+    // chunk (transformer_block.py:186-200): uneven stages whose short chunk
+    // is the first (last), as Layout::first/last_stage_layers mean it.
+    const int pp = std::max(d.l.pp, 1);
+    if (pp < 2 || counted % pp)
+      fail(src, account_flag,
+           "num_layers " + std::to_string(spec->model.num_layers) + " + " +
+               std::to_string(int(embedding_in_split) + int(loss_in_split)) + " = " + std::to_string(counted) +
+               " must be divisible by --pipeline-model-parallel-size " + std::to_string(pp) + " (>= 2)");
+    const int per = counted / pp;
+    if (per % d.l.vpp)
+      fail(src, account_flag,
+           std::to_string(per) + " layers per pipeline stage must be divisible by the virtual pipeline size " +
+               std::to_string(d.l.vpp) + " (transformer_block.py:176-180)");
+    if (embedding_in_split) d.l.first_stage_layers = per - 1, d.set.first_stage_layers = true;
+    if (loss_in_split) d.l.last_stage_layers = per - 1, d.set.last_stage_layers = true;
+  } else if (d.l.vpp > 1) {
+    // Megatron asserts each uneven rank's layers divide into its chunks.
+    for (auto [n, flag] : {std::pair{d.l.first_stage_layers, "--decoder-first-pipeline-num-layers"},
+                           std::pair{d.l.last_stage_layers, "--decoder-last-pipeline-num-layers"}})
+      if (n > 0 && n % d.l.vpp)
+        fail(src, flag,
+             std::to_string(n) + " layers must be divisible by the virtual pipeline size " + std::to_string(d.l.vpp) +
+                 " (transformer_block.py:176-180)");
   }
   return d;
 }
@@ -216,6 +264,10 @@ void merge(Draft* into, const Draft& from) {
   field(from.set.recompute, &into->set.recompute, [](const Layout& l) { return int(l.recompute); }, "recompute");
   field(from.set.mbs, &into->set.mbs, [](const Layout& l) { return l.mbs; }, "mbs");
   field(from.set.schedule, &into->set.schedule, [](const Layout& l) { return int(l.schedule); }, "schedule");
+  field(from.set.first_stage_layers, &into->set.first_stage_layers,
+        [](const Layout& l) { return l.first_stage_layers; }, "first_stage_layers");
+  field(from.set.last_stage_layers, &into->set.last_stage_layers,
+        [](const Layout& l) { return l.last_stage_layers; }, "last_stage_layers");
   if (from.set.dp) into->l.dp = from.l.dp;
   if (from.set.tp) into->l.tp = from.l.tp;
   if (from.set.pp) into->l.pp = from.l.pp;
@@ -225,6 +277,8 @@ void merge(Draft* into, const Draft& from) {
   if (from.set.recompute) into->l.recompute = from.l.recompute;
   if (from.set.mbs) into->l.mbs = from.l.mbs;
   if (from.set.schedule) into->l.schedule = from.l.schedule;
+  if (from.set.first_stage_layers) into->l.first_stage_layers = from.l.first_stage_layers;
+  if (from.set.last_stage_layers) into->l.last_stage_layers = from.l.last_stage_layers;
   if (into->source.empty()) into->source = from.source;
 }
 

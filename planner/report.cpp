@@ -54,7 +54,9 @@ json layout_json(const Spec& s, const Layout& l, const MemoryEstimate& e) {
   j["memory"] = memory_json(e.heaviest());
   json stages = json::array();
   for (size_t i = 0; i < e.stages.size(); ++i)
-    stages.push_back({{"stage", i}, {"memory", memory_json(e.stages[i])}});
+    stages.push_back({{"stage", i},
+                      {"layers", stage_layers(s.model, l, int(i))},
+                      {"memory", memory_json(e.stages[i])}});
   j["stages"] = stages;
   j["params"] = {{"total", e.params_total}, {"per_rank", e.params_per_rank}};
   j["model"] = s.model.name;
@@ -148,20 +150,22 @@ std::string render_explain(Format f, const Spec& s, const Layout& l, const Memor
   if (f == Format::kMarkdown || f == Format::kCsv) {
     const bool md = f == Format::kMarkdown;
     if (md) {
-      o += "## paraplan explain\n\n```\n" + header(s, l, e) + "```\n\n| stage |";
+      o += "## paraplan explain\n\n```\n" + header(s, l, e) + "```\n\n| stage | layers |";
       for (auto c : kShort) o += fmt::format(" {} |", c);
-      o += " total (GiB) |\n|---:|";
+      o += " total (GiB) |\n|---:|---:|";
       for (int i = 0; i <= kNumCategories; ++i) o += "---:|";
       o += "\n";
     } else {
       o += "stage";
       for (int c = 0; c < kNumCategories; ++c) o += fmt::format(",{}_bytes", category_name(Category(c)));
-      o += ",total_bytes\n";
+      o += ",total_bytes,layers\n";
     }
     for (size_t i = 0; i < e.stages.size(); ++i) {
-      o += md ? fmt::format("| {}{} |", i, int(i) == e.heaviest_stage ? " *" : "") : fmt::format("{}", i);
+      const int layers = stage_layers(s.model, l, int(i));
+      o += md ? fmt::format("| {}{} | {} |", i, int(i) == e.heaviest_stage ? " *" : "", layers) : fmt::format("{}", i);
       for (auto b : e.stages[i].bytes) o += md ? fmt::format(" {} |", gib(b)) : fmt::format(",{}", b);
-      o += md ? fmt::format(" **{}** |\n", gib(e.stages[i].total())) : fmt::format(",{}\n", e.stages[i].total());
+      o += md ? fmt::format(" **{}** |\n", gib(e.stages[i].total()))
+              : fmt::format(",{},{}\n", e.stages[i].total(), layers);
     }
     if (md) {
       o += "\n";
@@ -175,11 +179,11 @@ std::string render_explain(Format f, const Spec& s, const Layout& l, const Memor
   const bool mib = e.peak_bytes < std::int64_t(kGiB);
   const double unit = mib ? 1024.0 * 1024.0 : kGiB;
   const auto cell = [&](std::int64_t b) { return fmt::format("{:.2f}", double(b) / unit); };
-  o += fmt::format("{:>5}", "stage");
+  o += fmt::format("{:>5} {:>6}", "stage", "layers");
   for (auto c : kShort) o += fmt::format(" {:>9}", c);
   o += fmt::format(" {:>9}   ({})\n", "total", mib ? "MiB" : "GiB");
   for (size_t i = 0; i < e.stages.size(); ++i) {
-    o += fmt::format("{:>5}", i);
+    o += fmt::format("{:>5} {:>6}", i, stage_layers(s.model, l, int(i)));
     for (auto b : e.stages[i].bytes) o += fmt::format(" {:>9}", cell(b));
     o += fmt::format(" {:>9}{}\n", cell(e.stages[i].total()), int(i) == e.heaviest_stage ? "  <- heaviest" : "");
   }

@@ -88,6 +88,26 @@ std::vector<int> one_zero(const std::vector<int>& only) {
   return {only.empty() ? 0 : *std::min_element(only.begin(), only.end())};
 }
 
+// The layer split the search tries for a pipeline size: first/last 0 = even.
+// vpp_of: the layer count whose divisors are the vpp values to try (a middle
+// rank's layers), 0 when no split exists.
+struct UnevenSplit {
+  int first = 0, last = 0, vpp_of = 0;
+};
+
+UnevenSplit search_split(int layers, int pp) {
+  if (pp <= 1) return {0, 0, 0};
+  if (pp > layers) return {0, 0, 0};
+  if (layers % pp == 0) return {0, 0, layers / pp};
+  const int c = (layers + pp - 1) / pp;
+  const int rest = layers - (pp - 2) * c;  // for the first and last stages together
+  if (rest < 2) return {0, 0, 0};
+  const int first = rest / 2, last = rest - first;
+  // vpp must divide the middle ranks' layers; the first and last ranks may
+  // have one short chunk (chunk_layers), which layout_invalid checks.
+  return {first, last, pp > 2 ? c : std::max(first, last)};
+}
+
 }  // namespace
 
 std::vector<int> pareto_front(const std::vector<Candidate>& c) {
@@ -120,8 +140,13 @@ Plan make_plan(const Spec& s) {
       if (!allowed(q.dp, dp)) continue;
       const std::vector<int> mbss =
           domain(q.mbs, gbs % dp == 0 ? divisors(gbs / dp) : std::vector<int>{1});
+      // Layers per stage: the even split when pp divides the layers, else
+      // every middle stage ceil(L/pp) and the first and last stages the rest,
+      // split as evenly as possible, first the shorter (Llama 3 405B: 126
+      // layers on 16 stages as 7 + 14 × 8 + 7, Dubey et al. 2024 §3.3.2).
+      const UnevenSplit split = search_split(layers, pp);
       std::vector<int> vpps{1};
-      if (pp > 1 && layers % pp == 0) vpps = divisors(layers / pp);
+      if (pp > 1 && split.vpp_of > 0) vpps = divisors(split.vpp_of);
       const std::vector<int> vpp_values = domain(q.vpp, vpps);
       if (const auto bad = outer_invalid(s, tp, pp, dp)) {
         // Every inner layout is rejected for the same reason: count them.
@@ -146,6 +171,7 @@ Plan make_plan(const Spec& s) {
                   Layout l;
                   l.dp = dp, l.tp = tp, l.pp = pp, l.vpp = vpp, l.sp = sp, l.zero = zero;
                   l.recompute = rc, l.mbs = mbs, l.schedule = sched;
+                  l.first_stage_layers = split.first, l.last_stage_layers = split.last;
                   if (const auto bad = layout_invalid(s, l)) {
                     ++plan.rejected[int(*bad)];
                     continue;

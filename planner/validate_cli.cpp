@@ -105,6 +105,14 @@ Resolved resolve(ValidateOptions& o) {
   if (o.megatron_opt->count()) req.megatron_args = o.megatron;
   if (o.deepspeed_opt->count()) req.deepspeed_config = o.deepspeed;
   r.layout = layout_from_sources(&r.spec, o.spec, req);
+  {
+    StageSplit split;
+    stage_split(r.spec.model.num_layers, r.layout, &split);
+    for (int vs = 0; vs < r.layout.pp * r.layout.vpp; ++vs)
+      if (virtual_stage_layers(split, r.layout, vs) < 1)
+        throw SpecError("--layout", 0, r.layout.first_stage_layers > 0 ? "first_stage_layers" : "last_stage_layers",
+                        fmt::format("the validator runs model chunks of at least one layer; virtual stage {} has none", vs));
+  }
   const Training& t = r.spec.training;
   if (t.precision == DType::kFp16 || t.grad_dtype == DType::kFp16)
     throw SpecError(o.spec, 0, "training.precision", "the validator runs fp32 or bf16; fp16 is not supported");

@@ -25,6 +25,39 @@ TEST_CASE("canonical layout text round-trips", "[layout]") {
   CHECK(parse_layout(to_string(l)) == l);
 }
 
+TEST_CASE("uneven stages are printed only when set, and round-trip", "[layout][uneven]") {
+  const Layout l = parse_layout("dp=128,tp=8,pp=16,first_stage_layers=7,last_stage_layers=7");
+  CHECK(l.first_stage_layers == 7);
+  CHECK(l.last_stage_layers == 7);
+  CHECK(l.uneven());
+  CHECK(to_string(l) == "dp=128,tp=8,pp=16,vpp=1,sp=0,zero=0,recompute=none,mbs=1,schedule=1f1b,"
+                        "first_stage_layers=7,last_stage_layers=7");
+  CHECK(parse_layout(to_string(l)) == l);
+  CHECK(to_string(parse_layout("pp=2,last_stage_layers=3")).find("first_stage_layers") == std::string::npos);
+  CHECK(to_string(parse_layout("pp=2")).find("stage_layers") == std::string::npos);
+}
+
+TEST_CASE("stage_split: Megatron-LM's uneven split (transformer_block.py:103-143)", "[layout][uneven]") {
+  auto split = [](int L, const char* text, StageSplit* out) { return stage_split(L, parse_layout(text), out); };
+  StageSplit sp;
+  REQUIRE(split(126, "pp=16,first_stage_layers=7,last_stage_layers=7", &sp));
+  CHECK(sp.first == 7);
+  CHECK(sp.middle == 8);  // (126 − 14) / 14
+  CHECK(sp.last == 7);
+  REQUIRE(split(32, "pp=4,first_stage_layers=5", &sp));
+  CHECK(sp.first == 5);
+  CHECK(sp.middle == 9);  // (32 − 5) / 3
+  CHECK(sp.last == 9);
+  REQUIRE(split(9, "pp=2,first_stage_layers=4", &sp));
+  CHECK(sp.last == 5);
+  CHECK_FALSE(split(32, "pp=4,first_stage_layers=6", &sp));               // 26 over 3
+  CHECK_FALSE(split(32, "pp=2,first_stage_layers=16,last_stage_layers=15", &sp));  // 1 layer left, no stage
+  CHECK_FALSE(split(32, "pp=4,vpp=2,first_stage_layers=5,last_stage_layers=9", &sp));  // 5 % 2
+  REQUIRE(split(32, "pp=4,vpp=2,first_stage_layers=6,last_stage_layers=10", &sp));
+  CHECK(sp.middle == 8);
+  CHECK_FALSE(split(32, "pp=1,first_stage_layers=32", &sp));
+}
+
 TEST_CASE("unnamed fields take defaults; interleaved is 1f1b with vpp", "[layout]") {
   const Layout l = parse_layout(" tp = 2 , pp=2 ");
   CHECK(l.dp == 0);  // derived from the GPU count later
@@ -112,6 +145,59 @@ TEST_CASE("Megatron-LM arguments give the same layout", "[layout][megatron]") {
   Spec s2 = s;
   r.megatron_args = "--num-layers 32 --tensor-model-parallel-size 8";
   CHECK_THROWS_WITH(layout_from_sources(&s2, "spec.yaml", r), Catch::Contains("80"));
+}
+
+TEST_CASE("Meta's Llama-3.1-405B layout from Megatron-LM arguments: uneven first and last stages (issue 14)",
+          "[layout][megatron][uneven]") {
+  Spec s = test::spec_for(test::model("llama-3.1-405b"), 8, 8192, 2048);
+  s.num_nodes = 2048;  // 16,384 GPUs
+  LayoutRequest r;
+  r.megatron_args =
+      "--num-layers 126 --tensor-model-parallel-size 8 --pipeline-model-parallel-size 16 "
+      "--decoder-first-pipeline-num-layers 7 --decoder-last-pipeline-num-layers 7 --sequence-parallel "
+      "--use-distributed-optimizer --micro-batch-size 1 --global-batch-size 2048";
+  const Layout l = layout_from_sources(&s, "spec.yaml", r);
+  CHECK(to_string(l) ==
+        "dp=128,tp=8,pp=16,vpp=1,sp=1,zero=1,recompute=none,mbs=1,schedule=1f1b,first_stage_layers=7,last_stage_layers=7");
+  // The same from --account-for-embedding/loss-in-pipeline-split: 126 + 2 = 128
+  // counted layers, 8 per stage, the first and last building 7.
+  r.megatron_args =
+      "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 16 --account-for-embedding-in-pipeline-split "
+      "--account-for-loss-in-pipeline-split --sequence-parallel --use-distributed-optimizer";
+  CHECK(layout_from_sources(&s, "spec.yaml", r) == l);
+  // With an interleaved schedule of 4 chunks of 2 layers: the first chunk of
+  // stage 0 and the last chunk of stage 15 are one layer short.
+  *r.megatron_args += " --num-layers-per-virtual-pipeline-stage 2";
+  const Layout li = layout_from_sources(&s, "spec.yaml", r);
+  CHECK(li.vpp == 4);
+  CHECK(li.first_stage_layers == 7);
+  StageSplit split;
+  REQUIRE(stage_split(126, li, &split));
+  CHECK(chunk_layers(7, li, 0, 0) == 1);
+  CHECK(chunk_layers(7, li, 0, 1) == 2);
+  CHECK(chunk_layers(7, li, 15, 3) == 1);
+  CHECK(chunk_layers(7, li, 15, 0) == 2);
+  CHECK(virtual_stage_first_layer(split, li, 16) == 1 + 14 * 2 + 2);  // chunk 1 of stage 0
+  // Megatron's own rules: 126 + 1 does not divide by 16; first-stage layers
+  // must divide by the virtual pipeline size; the two ways do not combine.
+  r.megatron_args = "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 16 "
+                    "--account-for-embedding-in-pipeline-split";
+  auto field_of_error = [&]() -> std::string {
+    try {
+      layout_from_sources(&s, "spec.yaml", r);
+    } catch (const SpecError& e) {
+      return e.field();
+    }
+    return "(no error)";
+  };
+  CHECK(field_of_error() == "--account-for-embedding-in-pipeline-split");
+  r.megatron_args = "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 16 "
+                    "--decoder-first-pipeline-num-layers 7 --decoder-last-pipeline-num-layers 7 "
+                    "--num-virtual-stages-per-pipeline-rank 2";
+  CHECK(field_of_error() == "--decoder-first-pipeline-num-layers");
+  r.megatron_args = "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 16 "
+                    "--decoder-first-pipeline-num-layers 6 --decoder-last-pipeline-num-layers 7";
+  CHECK(field_of_error() == "layout.first_stage_layers");
 }
 
 TEST_CASE("DeepSpeed config gives zero stage, micro-batch and batch", "[layout][deepspeed]") {

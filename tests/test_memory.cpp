@@ -168,3 +168,65 @@ TEST_CASE("sizes past 2^60 bytes saturate and never fit (issue 12: int64 overflo
   CHECK(!e.fits);
   CHECK(peak_memory(s, l).bytes == kSaturatedBytes);
 }
+
+TEST_CASE("Uneven pipeline stages: each stage's weights and activations follow its own layer count (issue 14)",
+          "[memory][uneven]") {
+  // Llama-2-7B, 32 layers, pp = 4, first_stage_layers = 7, last_stage_layers = 9:
+  // the middle stages share 32 − 7 − 9 = 16 layers, 8 each (Megatron-LM
+  // transformer_block.py get_num_layers_to_build).
+  Spec s = test::spec_for(test::model("llama-2-7b"), 4, 4096, 64);
+  s.training.flash_attention = true;
+  Layout l = parse_layout("tp=1,pp=4,mbs=1,recompute=full,first_stage_layers=7,last_stage_layers=9");
+  REQUIRE(!resolve_layout(s, &l));
+  REQUIRE(l.dp == 1);
+  // One layer: 4h² (MHA attention) + 3·h·ffn (SwiGLU) + 2h (two RMSNorms)
+  //   = 67,108,864 + 135,266,304 + 8,192 = 202,383,360 parameters.
+  const std::int64_t layer = 202'383'360, emb = 32000LL * 4096;
+  CHECK(stage_params(s.model, l, 0).total() == 7 * layer + emb);
+  CHECK(stage_params(s.model, l, 1).total() == 8 * layer);
+  CHECK(stage_params(s.model, l, 2).total() == 8 * layer);
+  CHECK(stage_params(s.model, l, 3).total() == 9 * layer + emb + 4096);
+  // bf16 weights, 2 bytes each.
+  CHECK(stage_memory(s, l, 0)[Category::kWeights] == 2 * (7 * layer + emb));  // 3,095,511,040
+  CHECK(stage_memory(s, l, 0)[Category::kWeights] == 3'095'511'040);
+  CHECK(stage_memory(s, l, 3)[Category::kWeights] == 3'905'052'672);
+  // Full recompute keeps each layer's input, 2·s·h = 33,554,432 bytes, for
+  // every micro-batch in flight (1F1B: 4 − stage; 64 micro-batches):
+  // stage 0: 4 × 7, stage 1: 3 × 8, stage 2: 2 × 8, stage 3: 1 × 9 layer inputs.
+  const std::int64_t input = 2LL * 4096 * 4096;
+  const int in_flight_layers[] = {4 * 7, 3 * 8, 2 * 8, 1 * 9};
+  for (int st = 0; st < 4; ++st) {
+    INFO("stage " << st);
+    std::int64_t layers_term = -1;
+    for (const Term& t : stage_terms(s, l, st))
+      if (t.name == "transformer layers") layers_term = t.bytes;
+    CHECK(layers_term == in_flight_layers[st] * input);
+  }
+  CHECK(in_flight_layers[0] * input == 939'524'096);
+  // The even split of the same model puts 8 layers on every stage.
+  Layout even = parse_layout("tp=1,pp=4,mbs=1,recompute=full");
+  REQUIRE(!resolve_layout(s, &even));
+  CHECK(stage_memory(s, l, 0)[Category::kWeights] == stage_memory(s, even, 0)[Category::kWeights] - 2 * layer);
+}
+
+TEST_CASE("Llama-3.1-405B, TP8 PP16, first and last stage 7 layers (Llama 3 paper §3.3.2)", "[memory][uneven]") {
+  // 126 layers: 7 + 14 × 8 + 7.
+  Spec s = test::spec_for(test::model("llama-3.1-405b"), 16384, 8192, 2048);
+  Layout l = parse_layout("tp=8,pp=16,sp=1,zero=1,mbs=1,first_stage_layers=7,last_stage_layers=7");
+  REQUIRE(!resolve_layout(s, &l));
+  CHECK(l.dp == 128);
+  // h = 16384, 128 q heads and 8 kv heads of 128, ffn 53248, tp = 8:
+  // (h·(h + 2·1024) + h·h + 3·h·53248)/8 + 2h = 3,254,812,672/8 + 32,768.
+  const std::int64_t h = 16384;
+  const std::int64_t layer = (h * (h + 2 * 1024) + h * h + 3 * h * 53248) / 8 + 2 * h;
+  CHECK(stage_params(s.model, l, 0).layers == 7);
+  CHECK(stage_params(s.model, l, 1).layers == 8);
+  CHECK(stage_params(s.model, l, 15).layers == 7);
+  CHECK(stage_params(s.model, l, 1).total() == 8 * layer);
+  CHECK(stage_params(s.model, l, 0).total() == 7 * layer + 128256LL / 8 * h);
+  Layout bad = parse_layout("tp=8,pp=16,first_stage_layers=6,last_stage_layers=7");
+  const auto p = resolve_layout(s, &bad);
+  REQUIRE(p);
+  CHECK(p->field == "first_stage_layers");
+  CHECK(p->message.find("113") != std::string::npos);  // 126 − 6 − 7 = 113, not a multiple of 14
+}

@@ -82,22 +82,33 @@ TEST_CASE("Bubble fractions, p = 8, m = 16 and p = 10, m = 4", "[time]") {
   CHECK(bubble_fraction_of_ideal(l, 16) == Approx(7.0 / 32.0).epsilon(1e-15));
 }
 
-TEST_CASE("The step's bubble is (p-1) micro-batch times, 7/23 of the pipeline at p=8, m=16",
+TEST_CASE("The step's bubble is the pipeline's fill and drain: every stage but the slowest once, / v",
           "[time]") {
   const Spec s = spec(1, 16);
   const Layout l = resolved(s, "tp=1,pp=8,mbs=1");
   const StepTime t = estimate_time(s, l);
   REQUIRE(t.microbatches == 16);
-  CHECK(t.bubble_s == Approx(7 * t.microbatch_s).epsilon(1e-12));
-  CHECK(t.bubble_s / (t.bubble_s + 16 * t.microbatch_s) == Approx(7.0 / 23.0).epsilon(1e-12));
+  // Flow shop: step = m·t_crit + Σ_{i≠crit} t_i; with equal stages (m + p − 1)·t
+  // (Narayanan et al. 2021 eq. 1). Here the middle stages lack the embedding
+  // and output layer, so the bubble is below 7·t_crit but above 7·t_middle.
+  double others = 0;
+  for (int i = 0; i < 8; ++i)
+    if (i != t.critical_stage) others += stage_microbatch_time(s, l, i).total();
+  CHECK(t.bubble_s == Approx(others).epsilon(1e-12));
+  CHECK(t.bubble_s < 7 * t.microbatch_s);
+  CHECK(t.bubble_s > 7 * stage_microbatch_time(s, l, 3).total());
+  CHECK(t.microbatch_s == Approx(stage_microbatch_time(s, l, t.critical_stage).total()).epsilon(1e-12));
   CHECK(t.bubble_fraction == Approx(7.0 / 23.0).epsilon(1e-15));
   CHECK(t.bubble_fraction_of_ideal == Approx(7.0 / 16.0).epsilon(1e-15));
   CHECK(t.step_s == Approx(sum_of_terms(t)).epsilon(1e-12));
 
-  // Interleaving with v = 2 halves the bubble: (p-1)·t/v.
+  // Interleaving with v = 2 halves the fill and drain.
   const Layout li = resolved(s, "tp=1,pp=8,vpp=2,mbs=1");
   const StepTime ti = estimate_time(s, li);
-  CHECK(ti.bubble_s == Approx(3.5 * ti.microbatch_s).epsilon(1e-12));
+  double others_i = 0;
+  for (int i = 0; i < 8; ++i)
+    if (i != ti.critical_stage) others_i += stage_microbatch_time(s, li, i).total();
+  CHECK(ti.bubble_s == Approx(others_i / 2).epsilon(1e-12));
   CHECK(ti.bubble_fraction == Approx(7.0 / 39.0).epsilon(1e-15));
 }
 
@@ -281,4 +292,26 @@ TEST_CASE("Per-stage terms add up to the step of a one-stage layout", "[time]") 
   CHECK(s1.bubble_s == Approx(t2.bubble_s).epsilon(1e-12));
   CHECK(std::max(s0.forward_s + s0.backward_s, s1.forward_s + s1.backward_s) ==
         Approx(t2.compute_s).epsilon(1e-12));
+}
+
+TEST_CASE("Uneven stages: each stage's time follows its own layers; the slowest sets the pace (issue 14)",
+          "[time][uneven]") {
+  const Spec s = spec(1, 16);
+  const Layout even = resolved(s, "tp=2,pp=4,mbs=1");
+  const Layout un = resolved(s, "tp=2,pp=4,mbs=1,first_stage_layers=7,last_stage_layers=9");  // 7 + 8 + 8 + 9
+  const double layer_f = stage_microbatch_time(s, even, 1).forward_s / 8;  // a middle stage: 8 layers, nothing else
+  CHECK(stage_microbatch_time(s, un, 1).forward_s == Approx(8 * layer_f).epsilon(1e-12));
+  CHECK(stage_microbatch_time(s, un, 0).forward_s ==
+        Approx(stage_microbatch_time(s, even, 0).forward_s - layer_f).epsilon(1e-12));
+  CHECK(stage_microbatch_time(s, un, 3).forward_s ==
+        Approx(stage_microbatch_time(s, even, 3).forward_s + layer_f).epsilon(1e-12));
+  // The last stage (9 layers + output layer) is the slowest: 16 micro-batches
+  // at its pace, plus one pass of each other stage.
+  const StepTime t = estimate_time(s, un);
+  CHECK(t.critical_stage == 3);
+  const double t0 = stage_microbatch_time(s, un, 0).total(), t1 = stage_microbatch_time(s, un, 1).total(),
+               t3 = stage_microbatch_time(s, un, 3).total();
+  CHECK(t.microbatch_s == Approx(t3).epsilon(1e-12));
+  CHECK(t.bubble_s == Approx(t0 + 2 * t1).epsilon(1e-12));
+  CHECK(t.step_s > estimate_time(s, even).step_s);  // moving a layer onto the output stage costs time
 }

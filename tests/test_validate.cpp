@@ -149,6 +149,15 @@ TEST_CASE("validate: recompute and schedules reproduce the single rank (fp32, GP
     check_against_reference("gpt-fp32.yaml", l, 1e-5);
 }
 
+TEST_CASE("validate: uneven pipeline stages reproduce the single rank, memory per stage exact (issue 14)",
+          "[validate][mpi][uneven]") {
+  // 4 layers as 1 + 3, 3 + 1 and 1 + 2 + 1.
+  for (const char* l : {"dp=1,tp=1,pp=2,first_stage_layers=1", "dp=1,tp=1,pp=2,last_stage_layers=1",
+                        "dp=1,tp=1,pp=3,first_stage_layers=1,last_stage_layers=1"})
+    check_against_reference("gpt-fp32.yaml", l, 1e-5);
+  check_against_reference("llama-fp32.yaml", "dp=1,tp=2,pp=2,sp=1,zero=0,first_stage_layers=3", 1e-5);
+}
+
 TEST_CASE("validate: dp2 x tp2 x pp2 with ZeRO-3 and SP (fp32, GPT, 8 ranks)", "[validate][mpi]") {
   check_against_reference("gpt-fp32.yaml", "dp=2,tp=2,pp=2,zero=3,sp=1", 1e-5);
   check_against_reference("gpt-fp32.yaml", "dp=2,tp=2,pp=2,zero=2,recompute=full", 1e-5);

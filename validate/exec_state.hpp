@@ -89,7 +89,10 @@ class Exec {
   const Model& m;
   const Layout& l;
   const Training& t;
-  int stage = 0, tp_rank = 0, dp_rank = 0, M = 0, per_chunk = 0, step_no = 0;
+  int stage = 0, tp_rank = 0, dp_rank = 0, M = 0, step_no = 0;
+  // Layers of each of this rank's model chunks and the index, in P.layers, of
+  // each chunk's first layer (uneven pipeline stages: chunks may differ).
+  std::vector<int> chunk_len, chunk_first;
   std::int64_t s = 0, b = 0, T = 0, Tl = 0, h = 0, ql = 0, kvl = 0, fl = 0, finl = 0, vrows = 0;
   DType act = DType::kFp32, wdt = DType::kFp32, gdt = DType::kFp32;
   ParamLayout P;

@@ -28,7 +28,20 @@ Exec::Exec(const RunConfig& c, Device& d, TrackingAllocator& a, Groups& g)
   const RankCoords rc = coords_of(c.rank, l.tp, l.dp);
   stage = rc.stage, tp_rank = rc.tp_rank, dp_rank = rc.dp_rank;
   M = num_microbatches(c.spec, l);
-  per_chunk = m.num_layers / (l.pp * l.vpp);
+  {
+    StageSplit split;
+    stage_split(m.num_layers, l, &split);
+    int at = 0;
+    for (int c = 0; c < l.vpp; ++c) {
+      const int n = virtual_stage_layers(split, l, c * l.pp + stage);
+      if (n < 1)
+        throw std::invalid_argument("the validator runs model chunks of at least one layer; chunk " + std::to_string(c) +
+                                    " of stage " + std::to_string(stage) + " has none");
+      chunk_first.push_back(at);
+      chunk_len.push_back(n);
+      at += n;
+    }
+  }
   s = t.seq_length, b = l.mbs, T = s * b, h = m.hidden_size;
   Tl = l.sp ? T / l.tp : T;
   ql = m.q_width() / l.tp, kvl = m.kv_width() / l.tp;

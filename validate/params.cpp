@@ -95,10 +95,12 @@ ParamLayout make_param_layout(const Model& m, const Layout& l, int stage, int tp
     b.out.embedding_unit = b.end_unit();
   }
 
-  const int per_chunk = m.num_layers / (l.pp * l.vpp);
-  for (int c = 0; c < l.vpp; ++c)
-    for (int i = 0; i < per_chunk; ++i) {
-      const int g = (c * l.pp + stage) * per_chunk + i;
+  StageSplit split;
+  stage_split(m.num_layers, l, &split);
+  for (int c = 0; c < l.vpp; ++c) {
+    const int vs = c * l.pp + stage, first_layer = virtual_stage_first_layer(split, l, vs);
+    for (int i = 0; i < virtual_stage_layers(split, l, vs); ++i) {
+      const int g = first_layer + i;
       const std::string p = "layers." + std::to_string(g) + ".";
       b.begin_unit("layer " + std::to_string(g));
       LayerParams lp;
@@ -137,6 +139,7 @@ ParamLayout make_param_layout(const Model& m, const Layout& l, int stage, int tp
       b.out.layer_global.push_back(g);
       b.out.layer_unit.push_back(b.end_unit());
     }
+  }
 
   if (last) {
     b.begin_unit("final norm");

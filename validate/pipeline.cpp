@@ -67,6 +67,7 @@ void Exec::forward(int c, int mb) {
   const int next = (stage + 1) % l.pp, prev = (stage + l.pp - 1) % l.pp;
   phase("F", c, mb);
   ChunkState& st = states[std::size_t(c) * M + mb];
+  const int per_chunk = chunk_len[std::size_t(c)];
   st.layers.resize(std::size_t(per_chunk));
   Buffer x;
   if (vs == 0) {
@@ -77,7 +78,7 @@ void Exec::forward(int c, int mb) {
   }
   const bool recompute_full = l.recompute == Recompute::kFull;
   for (int i = 0; i < per_chunk; ++i) {
-    const int li = c * per_chunk + i;
+    const int li = chunk_first[std::size_t(c)] + i;
     LayerSaved& S = st.layers[std::size_t(i)];
     S.x = std::move(x);
     Ref target;
@@ -127,8 +128,8 @@ void Exec::backward(int c, int mb) {
     dres = act_buf(Tl * h, Category::kTransient, "output gradient");
     G.pp->recv(dres.ref(), Tl * h, next, bwd_tag(vs, mb, M));
   }
-  for (int i = per_chunk - 1; i >= 0; --i) {
-    const int li = c * per_chunk + i;
+  for (int i = chunk_len[std::size_t(c)] - 1; i >= 0; --i) {
+    const int li = chunk_first[std::size_t(c)] + i;
     phase("B", c, mb, P.layer_global[li]);
     layer_backward(li, mb, st.layers[std::size_t(i)], dres);
     st.layers[std::size_t(i)] = LayerSaved{};
