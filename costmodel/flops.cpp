@@ -50,14 +50,14 @@ double forward_flops(const Model& m, double b, double s) {
 
 double backward_flops(const Model& m, double b, double s) { return 2 * forward_flops(m, b, s); }
 
-double recompute_flops(const Model& m, double b, double s, Recompute r, bool flash) {
+double recompute_flops(const Model& m, double b, double s, Recompute r, bool flash, double full_fraction) {
   double layer = 0, core = 0;
   for (const Gemm& g : layer_gemms(m, b, s, 1)) {
     layer += g.flops();
     if (g.core_attention) core += g.flops();
   }
   double per_layer = 0;
-  if (r == Recompute::kFull) per_layer += layer;
+  if (r == Recompute::kFull) per_layer += full_fraction * layer;
   if (r == Recompute::kSelective) per_layer += core;
   if (flash) per_layer += 0.5 * core;
   return m.num_layers * per_layer;

@@ -65,7 +65,9 @@ double backward_flops(const Model& m, double b, double s);
 //  * flash attention's backward recomputes the scores: 5 GEMMs against the
 //    forward's 2, i.e. +0.5× the core's forward (Dao 2023, FlashAttention-2,
 //    benchmark note "multiply by 2.5 for the backward pass").
-double recompute_flops(const Model& m, double b, double s, Recompute r, bool flash);
+// full_fraction: the share of layers full recomputation re-runs (Megatron's
+// block method re-runs the first recompute_layers of each chunk only).
+double recompute_flops(const Model& m, double b, double s, Recompute r, bool flash, double full_fraction = 1.0);
 
 // Model FLOPs per optimizer step (for MFU): forward + backward over the global
 // batch, no recomputation.

@@ -15,6 +15,8 @@ const char* recompute_name(Recompute r) {
   return "?";
 }
 
+const char* recompute_method_name(RecomputeMethod m) { return m == RecomputeMethod::kBlock ? "block" : "uniform"; }
+
 const char* schedule_name(Schedule s) { return s == Schedule::k1F1B ? "1f1b" : "gpipe"; }
 
 bool parse_recompute(std::string_view t, Recompute* out) {
@@ -101,6 +103,14 @@ void parse_layout_into(std::string_view text, Layout* out, LayoutFields* set) {
         throw LayoutError("schedule",
                           "expected 1f1b, interleaved or gpipe, got '" + std::string(val) + "'");
       set->schedule = true;
+    } else if (key == "recompute_method") {
+      if (val == "uniform") out->recompute_method = RecomputeMethod::kUniform;
+      else if (val == "block") out->recompute_method = RecomputeMethod::kBlock;
+      else throw LayoutError("recompute_method", "expected uniform or block, got '" + std::string(val) + "'");
+      set->recompute_method = true;
+    } else if (key == "recompute_layers") {
+      out->recompute_layers = parse_positive(key, val, 1, kMaxLayers);
+      set->recompute_layers = true;
     } else if (key == "first_stage_layers") {
       out->first_stage_layers = parse_positive(key, val, 1, kMaxLayers);
       set->first_stage_layers = true;
@@ -111,7 +121,7 @@ void parse_layout_into(std::string_view text, Layout* out, LayoutFields* set) {
       throw LayoutError(std::string(key),
                         "unknown layout field '" + std::string(key) +
                             "'; known: dp, tp, pp, vpp, sp, zero, recompute, mbs, schedule, "
-                            "first_stage_layers, last_stage_layers");
+                            "first_stage_layers, last_stage_layers, recompute_method, recompute_layers");
     }
   }
   if (want_interleaved && out->vpp < 2)
@@ -132,6 +142,9 @@ std::string to_string(const Layout& l) {
        ",sp=" + (l.sp ? "1" : "0") + ",zero=" + std::to_string(l.zero) +
        ",recompute=" + recompute_name(l.recompute) + ",mbs=" + std::to_string(l.mbs) +
        ",schedule=" + schedule_name(l.schedule);
+  if (l.partial_recompute_set())
+    s += std::string(",recompute_method=") + recompute_method_name(l.recompute_method) +
+         ",recompute_layers=" + std::to_string(l.recompute_layers);
   if (l.first_stage_layers > 0) s += ",first_stage_layers=" + std::to_string(l.first_stage_layers);
   if (l.last_stage_layers > 0) s += ",last_stage_layers=" + std::to_string(l.last_stage_layers);
   return s;

@@ -13,6 +13,12 @@
 namespace paraplan {
 
 enum class Recompute { kNone, kSelective, kFull };
+// Which layers full recomputation covers (Megatron-LM --recompute-method,
+// NVIDIA/Megatron-LM@d98e8a64 megatron/core/recompute.py:157-180): uniform
+// checkpoints the input of every group of recompute_layers layers of a model
+// chunk and re-runs all of them; block checkpoints the first recompute_layers
+// layers of each model chunk, one by one, and keeps the rest in full.
+enum class RecomputeMethod { kUniform, kBlock };
 enum class Schedule { k1F1B, kGPipe };
 
 struct Layout {
@@ -30,10 +36,15 @@ struct Layout {
   // the remaining layers evenly (Megatron-LM get_num_layers_to_build).
   int first_stage_layers = 0;
   int last_stage_layers = 0;
+  // With recompute = full: uniform groups of recompute_layers, or the first
+  // recompute_layers of each chunk (block). Printed only when not uniform, 1.
+  RecomputeMethod recompute_method = RecomputeMethod::kUniform;
+  int recompute_layers = 1;
 
   int gpus() const { return dp * tp * pp; }
   bool interleaved() const { return schedule == Schedule::k1F1B && vpp > 1; }
   bool uneven() const { return first_stage_layers > 0 || last_stage_layers > 0; }
+  bool partial_recompute_set() const { return recompute_method != RecomputeMethod::kUniform || recompute_layers != 1; }
   bool operator==(const Layout&) const = default;
 };
 
@@ -50,6 +61,7 @@ class LayoutError : public std::runtime_error {
 
 const char* recompute_name(Recompute r);
 const char* schedule_name(Schedule s);
+const char* recompute_method_name(RecomputeMethod m);
 bool parse_recompute(std::string_view text, Recompute* out);
 bool parse_schedule(std::string_view text, Schedule* out, bool* interleaved);
 
@@ -58,7 +70,7 @@ bool parse_schedule(std::string_view text, Schedule* out, bool* interleaved);
 struct LayoutFields {
   bool dp = false, tp = false, pp = false, vpp = false, sp = false, zero = false,
        recompute = false, mbs = false, schedule = false, first_stage_layers = false,
-       last_stage_layers = false;
+       last_stage_layers = false, recompute_method = false, recompute_layers = false;
 };
 
 // Parses the canonical form; unnamed fields keep the values already in *out.

@@ -172,26 +172,47 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
   const std::int64_t per_layer = layer_activation_bytes(m, t.flash_attention, l.recompute, a, prof.act);
   // Layer forwards whose activations are held: in-flight chunk forwards times
   // their chunk's layers (chunks differ only on an uneven first or last rank).
+  // Full recomputation keeps one input per checkpoint (uniform: per group of
+  // recompute_layers; block: per checkpointed layer) and the rest whole.
+  const bool full = l.recompute == Recompute::kFull;
+  const std::int64_t whole = full ? layer_activation_bytes(m, t.flash_attention, Recompute::kNone, a, prof.act) : per_layer;
+  auto chunk_bytes = [&](int n) -> std::int64_t {
+    return full ? checkpointed_inputs(l, n) * per_layer + whole_layers(l, n) * whole : n * per_layer;
+  };
   const std::int64_t layers_per_chunk = (sp.layers + l.vpp - 1) / l.vpp;  // the largest chunk
   const bool even_chunks = sp.layers % l.vpp == 0;
-  std::int64_t held_layers = in_flight * layers_per_chunk;
+  std::int64_t held_layers = in_flight * layers_per_chunk, held_bytes = in_flight * chunk_bytes(int(layers_per_chunk));
   if (!even_chunks) {
-    held_layers = 0;
-    for (int c = 0; c < l.vpp; ++c)
-      held_layers += std::int64_t(in_flight_of_chunk(l, micro, stage, c)) * chunk_layers(int(sp.layers), l, stage, c);
+    held_layers = held_bytes = 0;
+    for (int c = 0; c < l.vpp; ++c) {
+      const int n = chunk_layers(int(sp.layers), l, stage, c), k = in_flight_of_chunk(l, micro, stage, c);
+      held_layers += std::int64_t(k) * n;
+      held_bytes += k * chunk_bytes(n);
+    }
   }
-  out.add(Category::kActivations, "transformer layers", held_layers * per_layer,
+  const bool partial = full && l.partial_recompute_set();
+  out.add(Category::kActivations, "transformer layers", held_bytes,
           [&] {
             const char* unit = l.vpp > 1 ? "chunk forwards" : in_flight == 1 ? "micro-batch" : "micro-batches";
             const char* sched = l.schedule == Schedule::kGPipe ? "GPipe" : l.vpp > 1 ? "interleaved 1F1B" : "1F1B";
-            if (!even_chunks)
-              return fmt::format("{} layer forwards ({} {} in flight, {} schedule, {} layers in {} chunks, one short) x {} "
-                                 "per layer ({} recompute)",
-                                 held_layers, in_flight, unit, sched, sp.layers, l.vpp, human(per_layer),
-                                 recompute_name(l.recompute));
+            if (partial && even_chunks) {
+              const int n = int(layers_per_chunk);
+              return fmt::format("{} {} in flight ({} schedule) x ({} checkpointed inputs x {} + {} whole layers x {}) "
+                                 "(full recompute, {} method, recompute_layers {}, {} layers per chunk)",
+                                 in_flight, unit, sched, checkpointed_inputs(l, n), human(per_layer), whole_layers(l, n),
+                                 human(whole), recompute_method_name(l.recompute_method), l.recompute_layers, n);
+            }
+            if (!even_chunks || partial)
+              return fmt::format("{} layer forwards ({} {} in flight, {} schedule, {} layers in {} chunks, one short), "
+                                 "{} recompute{}: {}",
+                                 held_layers, in_flight, unit, sched, sp.layers, l.vpp, recompute_name(l.recompute),
+                                 partial ? fmt::format(" ({} {})", recompute_method_name(l.recompute_method), l.recompute_layers)
+                                         : std::string(),
+                                 human(held_bytes));
             return fmt::format("{} {} in flight ({} schedule) x {} layers x {} per layer ({} recompute)",
                                in_flight, unit, sched, layers_per_chunk, human(per_layer), recompute_name(l.recompute));
-          }, prof.act.layer_spec);
+          }, partial ? "NVIDIA/Megatron-LM@d98e8a64 megatron/core/recompute.py:157-180 (uniform groups / first N layers per chunk)"
+                     : prof.act.layer_spec);
   if (first) {
     const int n0 = in_flight_of_chunk(l, micro, stage, 0);
     std::int64_t emb = 0;
@@ -219,7 +240,18 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
 
   // Transient: the largest set of short-lived buffers at any point of the step
   // (costmodel/activations.cpp walks one layer; the head and embedding here).
-  const TransientPeak lt = layer_transient_peak(m, t.flash_attention, l.recompute, a, prof.act);
+  TransientPeak lt = layer_transient_peak(m, t.flash_attention, l.recompute, a, prof.act);
+  if (full && l.recompute_method == RecomputeMethod::kUniform && l.recompute_layers > 1) {
+    // Re-running a group of g layers holds every layer of it whole, less the
+    // checkpointed input: (g − 1) more whole layers than re-running one.
+    const std::int64_t g = std::min<std::int64_t>(l.recompute_layers, layers_per_chunk);
+    if (g > 1) lt = {lt.bytes + (g - 1) * whole, "backward: residual grad + a recomputed group of recompute_layers layers"};
+  }
+  if (full && whole_layers(l, int(layers_per_chunk)) > 0) {
+    // Block recompute: the layers kept whole run a plain backward.
+    const TransientPeak none = layer_transient_peak(m, t.flash_attention, Recompute::kNone, a, prof.act);
+    if (none.bytes > lt.bytes) lt = none;
+  }
   const std::int64_t X = a.s * a.b * m.hidden_size * a.act_bytes / (l.sp ? l.tp : 1);
   const std::int64_t H = a.s * a.b * m.hidden_size * a.act_bytes;
   TransientPeak peak = lt;
@@ -338,7 +370,16 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
     // Requests of 10 MiB or more get a segment rounded up to 2 MiB: the
     // remainder of each saved activation is reserved but not allocated.
     const std::int64_t slack = layer_rounding_slack(m, t.flash_attention, l.recompute, a, prof.act);
-    out.add(Category::kFragmentation, "segment rounding of saved activations", held_layers * slack,
+    std::int64_t slack_bytes = held_layers * slack;
+    if (partial) {
+      // Checkpointed inputs and whole layers round separately.
+      const std::int64_t whole_slack = layer_rounding_slack(m, t.flash_attention, Recompute::kNone, a, prof.act);
+      auto chunk_slack = [&](int n) { return checkpointed_inputs(l, n) * slack + whole_layers(l, n) * whole_slack; };
+      slack_bytes = 0;
+      for (int c = 0; c < l.vpp; ++c)
+        slack_bytes += std::int64_t(in_flight_of_chunk(l, micro, stage, c)) * chunk_slack(chunk_layers(int(sp.layers), l, stage, c));
+    }
+    out.add(Category::kFragmentation, "segment rounding of saved activations", slack_bytes,
             [&] { return fmt::format("{} layer forwards in flight x {} per layer", held_layers, human(slack)); },
             "pytorch c10/cuda/CUDACachingAllocator.cpp@001074d2 (kMinLargeAlloc 10 MiB, kRoundLarge 2 MiB, :117-124)");
     if (last && prof.loss.logits_block_stranded && a.act_bytes < 4) {

@@ -19,6 +19,7 @@ const char* invalid_name(Invalid r) {
     case Invalid::kInterleavedMicrobatches: return "microbatches_not_divisible_by_pp";
     case Invalid::kTpAcrossNodes: return "tp_across_nodes";
     case Invalid::kFramework: return "not_in_framework";
+    case Invalid::kRecomputeMethod: return "recompute_method_needs_full";
     case Invalid::kCount: break;
   }
   return "?";
@@ -75,6 +76,7 @@ std::optional<Invalid> layout_invalid(const Spec& s, const Layout& l, bool check
       s.training.global_batch_size % (std::int64_t(l.dp) * l.mbs))
     return Invalid::kBatch;
   if (l.interleaved() && num_microbatches(s, l) % l.pp) return Invalid::kInterleavedMicrobatches;
+  if (l.partial_recompute_set() && l.recompute != Recompute::kFull) return Invalid::kRecomputeMethod;
   if (framework_unsupported(profile(s.training.framework), l)) return Invalid::kFramework;
   return std::nullopt;
 }
@@ -176,10 +178,16 @@ std::optional<LayoutProblem> resolve_layout(const Spec& s, Layout* l, bool check
                                "); set search.allow_tp_across_nodes: true to allow it"};
     case Invalid::kFramework: {
       const bool zero = !profile(t.framework).zero_supported[l->zero];
-      return LayoutProblem{*r, zero ? "zero" : "recompute",
+      const bool rc = !profile(t.framework).recompute_supported[int(l->recompute)];
+      return LayoutProblem{*r, zero ? "zero" : rc ? "recompute" : "recompute_method",
                            std::string("framework ") + framework_name(t.framework) + ": " +
                                framework_unsupported(profile(t.framework), *l)};
     }
+    case Invalid::kRecomputeMethod:
+      return LayoutProblem{*r, l->recompute_method != RecomputeMethod::kUniform ? "recompute_method" : "recompute_layers",
+                           std::string("recompute_method and recompute_layers apply to recompute=full (Megatron-LM "
+                                       "transformer_config.py:1908-1929); got recompute=") +
+                               recompute_name(l->recompute)};
     case Invalid::kCount: break;
   }
   return LayoutProblem{*r, "layout", invalid_name(*r)};

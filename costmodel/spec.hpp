@@ -47,6 +47,7 @@ enum class Invalid {
   kInterleavedMicrobatches,  // interleaved 1F1B needs micro-batches % pp == 0
   kTpAcrossNodes,   // tp larger than a node without the search flag
   kFramework,       // a ZeRO stage or recompute policy the framework does not have
+  kRecomputeMethod, // recompute_method / recompute_layers without recompute = full
   kCount
 };
 const char* invalid_name(Invalid r);
@@ -110,6 +111,31 @@ inline int virtual_stage_first_layer(const StageSplit& sp, const Layout& l, int 
   int n = 0;
   for (int u = 0; u < vs; ++u) n += virtual_stage_layers(sp, l, u);
   return n;
+}
+
+// Full recomputation of a model chunk of n layers (Megatron-LM
+// megatron/core/recompute.py:157-180): the layers re-run in the backward, the
+// layer inputs kept as checkpoints, and the layers kept whole (block only).
+inline int recomputed_layers(const Layout& l, int n) {
+  if (l.recompute != Recompute::kFull) return 0;
+  return l.recompute_method == RecomputeMethod::kBlock ? (l.recompute_layers < n ? l.recompute_layers : n) : n;
+}
+inline int checkpointed_inputs(const Layout& l, int n) {
+  if (l.recompute != Recompute::kFull) return 0;
+  if (l.recompute_method == RecomputeMethod::kBlock) return recomputed_layers(l, n);
+  return (n + l.recompute_layers - 1) / l.recompute_layers;
+}
+inline int whole_layers(const Layout& l, int n) {
+  return l.recompute == Recompute::kFull ? n - recomputed_layers(l, n) : n;
+}
+// Share of the model's layers that full recomputation re-runs.
+inline double recomputed_fraction(const Model& m, const Layout& l) {
+  if (l.recompute != Recompute::kFull || !l.partial_recompute_set()) return l.recompute == Recompute::kFull ? 1.0 : 0.0;
+  StageSplit sp;
+  if (!stage_split(m.num_layers, l, &sp)) return 1.0;
+  double n = 0;
+  for (int vs = 0; vs < l.pp * l.vpp; ++vs) n += recomputed_layers(l, virtual_stage_layers(sp, l, vs));
+  return n / m.num_layers;
 }
 
 inline int num_microbatches(const Spec& s, const Layout& l) {

@@ -154,11 +154,11 @@ double tp_collective_time(const Cluster& c, const Layout& l, const GroupPlacemen
 // TP collectives of one layer per micro-batch: 2 forward + 2 backward
 // all-reduces (Shoeybi et al. 2019 §3, Fig. 4), + 2 with full recompute (the
 // recomputed forward repeats them; Korthikanti et al. 2022 §5).
-double tp_layer_comm_time(const Model& m, const Training& t, const Layout& l, const Cluster& c,
-                          const GroupPlacement& g) {
+// This returns one of them; a layer costs 4 (6 if recomputed) of these.
+double tp_layer_collective_time(const Model& m, const Training& t, const Layout& l, const Cluster& c,
+                                const GroupPlacement& g) {
   const double bytes = tokens(t, l) * m.hidden_size * act_bytes(t);
-  const int collectives = 4 + (l.recompute == Recompute::kFull ? 2 : 0);
-  return collectives * tp_collective_time(c, l, g, bytes);
+  return tp_collective_time(c, l, g, bytes);
 }
 
 // TP collectives outside the layers: the vocab-parallel embedding's all-reduce
@@ -281,12 +281,12 @@ double stage_param_count(const Spec& s, const Layout& l, int stage) {
 // What every layer of every stage costs per micro-batch; computed once per layout.
 struct PerLayer {
   LayerTime forward;
-  double tp_comm_s = 0;
+  double tp_collective_s = 0;  // one of a layer's TP collectives
 };
 
 PerLayer per_layer(const Spec& s, const Layout& l, const Groups& g) {
   return {layer_forward_time(s.model, s.training, l, s.cluster),
-          tp_layer_comm_time(s.model, s.training, l, s.cluster, g.tp)};
+          tp_layer_collective_time(s.model, s.training, l, s.cluster, g.tp)};
 }
 
 StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, const Groups& g,
@@ -299,8 +299,12 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
   const LayerTime& f = pl.forward;
   StageMicrobatch r;
   r.forward_s = layers * f.total;
-  r.backward_s =
-      layers * (layer_backward_time(f, t.flash_attention) + layer_recompute_time(f, l.recompute));
+  // Layers the backward re-runs whole (full recompute: all, or with the block
+  // method the first recompute_layers of each chunk).
+  double recomputed = 0;
+  for (int c = 0; c < l.vpp; ++c) recomputed += recomputed_layers(l, chunk_layers(int(layers), l, stage, c));
+  r.backward_s = layers * layer_backward_time(f, t.flash_attention) +
+                 (l.recompute == Recompute::kFull ? recomputed * f.total : layers * layer_recompute_time(f, l.recompute));
   if (first) {
     const double e = embedding_forward_time(m, t, l, c);
     r.forward_s += e;
@@ -310,7 +314,9 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
     r.forward_s += output_forward_time(m, t, l, c);
     r.backward_s += output_backward_time(m, t, l, c);
   }
-  r.tp_comm_s = layers * pl.tp_comm_s + tp_embedding_output_comm_time(m, t, l, c, g.tp, first, last);
+  // 2 forward + 2 backward collectives per layer, + 2 per recomputed layer
+  // (the re-run forward repeats them; Korthikanti et al. 2022 §5).
+  r.tp_comm_s = (4 * layers + 2 * recomputed) * pl.tp_collective_s + tp_embedding_output_comm_time(m, t, l, c, g.tp, first, last);
   r.pp_comm_s = pipeline_p2p_time(m, t, l, c, g.pp);
   r.zero3_s = zero3_exposed_gather_time(s, l, g.dp, stage_param_count(s, l, stage), r.forward_s,
                                         r.backward_s);
@@ -397,7 +403,8 @@ StepTime estimate_time(const Spec& s, const Layout& l) {
   r.model_flops_per_step = model_flops_per_step(s.model, t);
   r.hardware_flops_per_step =  // = hardware_flops_per_step(), without recounting the model FLOPs
       r.model_flops_per_step +
-      recompute_flops(s.model, t.global_batch_size, t.seq_length, l.recompute, t.flash_attention);
+      recompute_flops(s.model, t.global_batch_size, t.seq_length, l.recompute, t.flash_attention,
+                      recomputed_fraction(s.model, l));
   r.tokens_per_s = double(t.global_batch_size) * t.seq_length / r.step_s;
   r.tflops_per_gpu = r.model_flops_per_step / r.step_s / gpus / 1e12;
   r.mfu = r.model_flops_per_step / (r.step_s * gpus * peak);

@@ -72,6 +72,7 @@ Draft from_megatron(const std::string& text, Spec* spec) {
   const auto args = split_args(text);
   int vpp_layers = 0;
   bool embedding_in_split = false, loss_in_split = false;
+  bool full_granularity = false, method_given = false, num_layers_given = false, legacy_checkpoint = false;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string flag = args[i], value;
     if (flag.rfind("--", 0) != 0) continue;  // a value of a flag paraplan ignores
@@ -109,9 +110,25 @@ Draft from_megatron(const std::string& text, Spec* spec) {
     else if (flag == "--micro-batch-size") d.l.mbs = capped_int(src, flag, val(), kMaxBatch), d.set.mbs = true;
     else if (flag == "--use-distributed-optimizer") d.l.zero = 1, d.set.zero = true;
     else if (flag == "--recompute-activations") d.l.recompute = Recompute::kSelective, d.set.recompute = true;
-    else if (flag == "--recompute-granularity") {
+    else if (flag == "--recompute-method" || flag == "--activations-checkpoint-method") {
       const std::string& v = val();
-      if (v == "full") d.l.recompute = Recompute::kFull;
+      if (v == "uniform") d.l.recompute_method = RecomputeMethod::kUniform;
+      else if (v == "block") d.l.recompute_method = RecomputeMethod::kBlock;
+      else fail(src, flag, "expected uniform or block, got '" + v + "'");
+      d.set.recompute_method = method_given = true;
+    } else if (flag == "--recompute-num-layers" || flag == "--activations-checkpoint-num-layers" ||
+               flag == "--checkpoint-num-layers") {
+      d.l.recompute_layers = capped_int(src, flag, val(), kMaxLayers);
+      d.set.recompute_layers = num_layers_given = true;
+    } else if (flag == "--checkpoint-activations") {
+      // Megatron-LM v2.x: full recomputation of every layer, uniform groups of
+      // --checkpoint-num-layers (default 1) (NVIDIA/Megatron-LM@v2.6
+      // megatron/arguments.py:94-100, 410-430; v2.5 :393-402). Today's
+      // Megatron exits on it (arguments.py:601-605): read as v2 did.
+      d.l.recompute = Recompute::kFull, d.set.recompute = true, legacy_checkpoint = true;
+    } else if (flag == "--recompute-granularity") {
+      const std::string& v = val();
+      if (v == "full") d.l.recompute = Recompute::kFull, full_granularity = true;
       else if (v == "selective") d.l.recompute = Recompute::kSelective;
       else fail(src, flag, "expected full or selective, got '" + v + "'");
       d.set.recompute = true;
@@ -130,6 +147,13 @@ Draft from_megatron(const std::string& text, Spec* spec) {
     }
     // Every other Megatron flag does not change the memory layout: ignored.
   }
+  if (full_granularity && !legacy_checkpoint && (!method_given || !num_layers_given))
+    fail(src, method_given ? "--recompute-num-layers" : "--recompute-method",
+         "--recompute-granularity full needs --recompute-method uniform|block and --recompute-num-layers N "
+         "(Megatron-LM transformer_config.py:1908-1925 refuses it without them)");
+  if ((method_given || num_layers_given) && d.l.recompute != Recompute::kFull)
+    fail(src, method_given ? "--recompute-method" : "--recompute-num-layers",
+         "applies to --recompute-granularity full only (Megatron-LM transformer_config.py:1926-1929, arguments.py:1425-1428)");
   // Layers the split counts: the embedding and/or the loss count as one layer
   // each with --account-for-embedding/loss-in-pipeline-split
   // (NVIDIA/Megatron-LM@d98e8a64 transformer_block.py:144-155, arguments.py:958-967).
@@ -264,6 +288,10 @@ void merge(Draft* into, const Draft& from) {
   field(from.set.recompute, &into->set.recompute, [](const Layout& l) { return int(l.recompute); }, "recompute");
   field(from.set.mbs, &into->set.mbs, [](const Layout& l) { return l.mbs; }, "mbs");
   field(from.set.schedule, &into->set.schedule, [](const Layout& l) { return int(l.schedule); }, "schedule");
+  field(from.set.recompute_method, &into->set.recompute_method,
+        [](const Layout& l) { return int(l.recompute_method); }, "recompute_method");
+  field(from.set.recompute_layers, &into->set.recompute_layers,
+        [](const Layout& l) { return l.recompute_layers; }, "recompute_layers");
   field(from.set.first_stage_layers, &into->set.first_stage_layers,
         [](const Layout& l) { return l.first_stage_layers; }, "first_stage_layers");
   field(from.set.last_stage_layers, &into->set.last_stage_layers,
@@ -277,6 +305,8 @@ void merge(Draft* into, const Draft& from) {
   if (from.set.recompute) into->l.recompute = from.l.recompute;
   if (from.set.mbs) into->l.mbs = from.l.mbs;
   if (from.set.schedule) into->l.schedule = from.l.schedule;
+  if (from.set.recompute_method) into->l.recompute_method = from.l.recompute_method;
+  if (from.set.recompute_layers) into->l.recompute_layers = from.l.recompute_layers;
   if (from.set.first_stage_layers) into->l.first_stage_layers = from.l.first_stage_layers;
   if (from.set.last_stage_layers) into->l.last_stage_layers = from.l.last_stage_layers;
   if (into->source.empty()) into->source = from.source;

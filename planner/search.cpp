@@ -1,5 +1,7 @@
 #include "planner/search.hpp"
 
+#include "costmodel/frameworks/profile.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -108,6 +110,30 @@ UnevenSplit search_split(int layers, int pp) {
   return {first, last, pp > 2 ? c : std::max(first, last)};
 }
 
+// With full recompute fitting, the block method (Megatron --recompute-method
+// block) with the fewest checkpointed layers per chunk that still fits, if
+// fewer than all: activation memory falls as k grows, so a binary search.
+std::optional<Layout> fewest_block_layers(const Spec& s, const Layout& full) {
+  Layout b = full;
+  b.recompute_method = RecomputeMethod::kBlock;
+  if (framework_unsupported(profile(s.training.framework), b)) return std::nullopt;
+  StageSplit split;
+  if (!stage_split(s.model.num_layers, full, &split)) return std::nullopt;
+  const int chunk = (split.most() + full.vpp - 1) / full.vpp;
+  if (chunk < 2) return std::nullopt;
+  const std::int64_t usable = usable_memory_bytes(s);
+  int lo = 1, hi = chunk;  // k = chunk is the full recompute that fits
+  while (lo < hi) {
+    const int k = lo + (hi - lo) / 2;
+    b.recompute_layers = k;
+    if (peak_memory(s, b).bytes <= usable) hi = k;
+    else lo = k + 1;
+  }
+  if (lo >= chunk) return std::nullopt;
+  b.recompute_layers = lo;
+  return b;
+}
+
 }  // namespace
 
 std::vector<int> pareto_front(const std::vector<Candidate>& c) {
@@ -180,6 +206,15 @@ Plan make_plan(const Spec& s) {
                   ++plan.evaluated;
                   if (plan.candidates.back().fits) ++plan.feasible;
                   else ++plan.rejected[kRejectOom];
+                  if (rc == Recompute::kFull && plan.candidates.back().fits) {
+                    // Block recompute of the fewest layers per chunk that
+                    // still fits: less re-run work than recomputing all.
+                    if (const auto block = fewest_block_layers(s, l)) {
+                      plan.candidates.push_back(evaluate(s, *block));
+                      ++plan.evaluated;
+                      ++plan.feasible;
+                    }
+                  }
                 }
               }
             }

@@ -113,6 +113,11 @@ Resolved resolve(ValidateOptions& o) {
         throw SpecError("--layout", 0, r.layout.first_stage_layers > 0 ? "first_stage_layers" : "last_stage_layers",
                         fmt::format("the validator runs model chunks of at least one layer; virtual stage {} has none", vs));
   }
+  if (r.layout.recompute == Recompute::kFull && r.layout.recompute_method == RecomputeMethod::kUniform &&
+      r.layout.recompute_layers > 1)
+    throw SpecError("--layout", 0, "recompute_layers",
+                    "the validator re-runs one layer at a time: uniform recompute with recompute_layers > 1 is "
+                    "predicted by plan/explain/check but not executed; use recompute_method=block or recompute_layers=1");
   const Training& t = r.spec.training;
   if (t.precision == DType::kFp16 || t.grad_dtype == DType::kFp16)
     throw SpecError(o.spec, 0, "training.precision", "the validator runs fp32 or bf16; fp16 is not supported");

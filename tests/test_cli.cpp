@@ -694,8 +694,12 @@ TEST_CASE("Megatron-LM arguments give the same report as the equivalent --layout
        "--micro-batch-size 2",
        "tp=4,sp=1,recompute=selective,mbs=2"},
       {"--pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 4 "
-       "--recompute-granularity full",
+       "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1",
        "pp=4,vpp=2,recompute=full"},
+      {"--pipeline-model-parallel-size 4 --recompute-granularity full --recompute-method block "
+       "--recompute-num-layers 4",
+       "pp=4,recompute=full,recompute_method=block,recompute_layers=4"},
+      {"--pipeline-model-parallel-size 2 --checkpoint-activations", "pp=2,recompute=full"},
   };
   for (const Equiv& c : cases) {
     INFO(c.megatron << "  vs  " << c.layout);

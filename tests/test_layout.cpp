@@ -198,6 +198,19 @@ TEST_CASE("Meta's Llama-3.1-405B layout from Megatron-LM arguments: uneven first
   r.megatron_args = "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 16 "
                     "--decoder-first-pipeline-num-layers 6 --decoder-last-pipeline-num-layers 7";
   CHECK(field_of_error() == "layout.first_stage_layers");
+  // Full granularity without a method is refused, as Megatron refuses it.
+  r.megatron_args = "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 16 --recompute-granularity full";
+  CHECK(field_of_error() == "--recompute-method");
+  r.megatron_args = "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 16 --recompute-granularity full "
+                    "--recompute-method block --recompute-num-layers 4 --decoder-first-pipeline-num-layers 7 "
+                    "--decoder-last-pipeline-num-layers 7";
+  const Layout lb = layout_from_sources(&s, "spec.yaml", r);
+  CHECK(lb.recompute == Recompute::kFull);
+  CHECK(lb.recompute_method == RecomputeMethod::kBlock);
+  CHECK(lb.recompute_layers == 4);
+  r.megatron_args = "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 16 --recompute-activations "
+                    "--recompute-num-layers 4";
+  CHECK(field_of_error() == "--recompute-num-layers");
 }
 
 TEST_CASE("DeepSpeed config gives zero stage, micro-batch and batch", "[layout][deepspeed]") {

@@ -230,3 +230,48 @@ TEST_CASE("Llama-3.1-405B, TP8 PP16, first and last stage 7 layers (Llama 3 pape
   CHECK(p->field == "first_stage_layers");
   CHECK(p->message.find("113") != std::string::npos);  // 126 − 6 − 7 = 113, not a multiple of 14
 }
+
+TEST_CASE("Partial recompute: block keeps n - k layers whole, uniform one input per group (issue 14)",
+          "[memory][recompute]") {
+  // Llama-2-7B, one stage of 32 layers, s = 4096, b = 1, flash attention, the
+  // idealised stack: a whole layer keeps 131,712 bytes per token (see "Llama-2-7B
+  // on 8 GPUs, dp=8 zero=1, by hand"), a checkpoint its input, 2·h = 8,192.
+  Spec s = test::spec_for(test::model("llama-2-7b"), 8, 4096, 64);
+  s.training.flash_attention = true;
+  const std::int64_t F = 4096LL * 131'712, I = 4096LL * 2 * 4096;
+  auto layers_term = [&](const char* text) {
+    Layout l = parse_layout(text);
+    REQUIRE(!resolve_layout(s, &l));
+    for (const Term& t : stage_terms(s, l, 0))
+      if (t.name == "transformer layers") return t.bytes;
+    return std::int64_t(-1);
+  };
+  // Megatron recompute.py:167-180, block: the first k = 8 layers checkpointed,
+  // 32 − 8 = 24 kept whole.
+  CHECK(layers_term("tp=1,recompute=full,recompute_method=block,recompute_layers=8") == 8 * I + 24 * F);
+  CHECK(8 * I + 24 * F == 13'216'251'904);
+  // block with k >= n is full recompute of every layer; k = 0 is not a layout.
+  CHECK(layers_term("tp=1,recompute=full,recompute_method=block,recompute_layers=40") == 32 * I);
+  CHECK(layers_term("tp=1,recompute=full") == 32 * I);
+  // uniform, groups of 4: 32 / 4 = 8 checkpointed inputs, nothing whole.
+  CHECK(layers_term("tp=1,recompute=full,recompute_method=uniform,recompute_layers=4") == 8 * I);
+  // uniform, groups of 5: ceil(32 / 5) = 7 inputs.
+  CHECK(layers_term("tp=1,recompute=full,recompute_method=uniform,recompute_layers=5") == 7 * I);
+  // Re-running a group of 4 holds 3 more whole layers than re-running one.
+  Layout u1 = parse_layout("tp=1,recompute=full"), u4 = parse_layout("tp=1,recompute=full,recompute_layers=4");
+  REQUIRE(!resolve_layout(s, &u1));
+  REQUIRE(!resolve_layout(s, &u4));
+  CHECK(stage_memory(s, u4, 0)[Category::kTransient] - stage_memory(s, u1, 0)[Category::kTransient] == 3 * F);
+  // recompute_method without recompute=full is not a layout.
+  Layout bad = parse_layout("tp=1,recompute=selective,recompute_method=block,recompute_layers=2");
+  const auto p = resolve_layout(s, &bad);
+  REQUIRE(p);
+  CHECK(p->field == "recompute_method");
+  // Frameworks without Megatron's --recompute-method say so.
+  s.training.framework = Framework::kNanotron;
+  Layout nb = parse_layout("tp=1,recompute=full,recompute_method=block,recompute_layers=2");
+  const auto pn = resolve_layout(s, &nb);
+  REQUIRE(pn);
+  CHECK(pn->reason == Invalid::kFramework);
+  CHECK(pn->field == "recompute_method");
+}

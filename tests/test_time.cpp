@@ -315,3 +315,22 @@ TEST_CASE("Uneven stages: each stage's time follows its own layers; the slowest 
   CHECK(t.bubble_s == Approx(t0 + 2 * t1).epsilon(1e-12));
   CHECK(t.step_s > estimate_time(s, even).step_s);  // moving a layer onto the output stage costs time
 }
+
+TEST_CASE("Block recompute of k of n layers re-runs k layer forwards; HFU counts k/n of full's extra FLOPs",
+          "[time][recompute]") {
+  const Spec s = spec(1, 16);
+  const Layout none = resolved(s, "tp=2,pp=4,mbs=1");
+  const Layout full = resolved(s, "tp=2,pp=4,mbs=1,recompute=full");
+  const Layout block = resolved(s, "tp=2,pp=4,mbs=1,recompute=full,recompute_method=block,recompute_layers=3");
+  // 8 layers per stage; block re-runs 3 of them.
+  const double b_none = stage_microbatch_time(s, none, 1).backward_s, b_full = stage_microbatch_time(s, full, 1).backward_s;
+  CHECK(stage_microbatch_time(s, block, 1).backward_s == Approx(b_none + 3.0 / 8.0 * (b_full - b_none)).epsilon(1e-12));
+  // TP: 4 collectives per layer, + 2 per recomputed layer: 8·4 + 3·2 = 38 vs 32 and 8·6 = 48.
+  const double c_none = stage_microbatch_time(s, none, 1).tp_comm_s, c_full = stage_microbatch_time(s, full, 1).tp_comm_s;
+  CHECK(c_full == Approx(c_none * 48.0 / 32.0).epsilon(1e-12));
+  CHECK(stage_microbatch_time(s, block, 1).tp_comm_s == Approx(c_none * 38.0 / 32.0).epsilon(1e-12));
+  // Hardware FLOPs: model FLOPs + 3/8 of the full recompute's forward FLOPs.
+  const StepTime tn = estimate_time(s, none), tf = estimate_time(s, full), tb = estimate_time(s, block);
+  CHECK(tb.hardware_flops_per_step - tn.hardware_flops_per_step ==
+        Approx(3.0 / 8.0 * (tf.hardware_flops_per_step - tn.hardware_flops_per_step)).epsilon(1e-12));
+}

@@ -156,6 +156,11 @@ TEST_CASE("validate: uneven pipeline stages reproduce the single rank, memory pe
                         "dp=1,tp=1,pp=3,first_stage_layers=1,last_stage_layers=1"})
     check_against_reference("gpt-fp32.yaml", l, 1e-5);
   check_against_reference("llama-fp32.yaml", "dp=1,tp=2,pp=2,sp=1,zero=0,first_stage_layers=3", 1e-5);
+  // Block recompute of the first layer of each 2-layer chunk (Megatron recompute.py:167-180).
+  check_against_reference("gpt-fp32.yaml", "dp=1,tp=1,pp=2,recompute=full,recompute_method=block,recompute_layers=1",
+                          1e-5);
+  check_against_reference("llama-fp32.yaml", "dp=1,tp=2,pp=1,sp=1,recompute=full,recompute_method=block,recompute_layers=3",
+                          1e-5);
 }
 
 TEST_CASE("validate: dp2 x tp2 x pp2 with ZeRO-3 and SP (fp32, GPT, 8 ranks)", "[validate][mpi]") {

@@ -20,6 +20,7 @@ struct LayerSaved {
   Buffer probs, amask, dropped;   // softmax, dropout mask and output (no flash)
   Buffer lse;                     // log-sum-exp (flash)
   Buffer ctx, mask1, x1, n2, u, g, mask2;
+  bool checkpointed = false;      // full recompute: only x kept, the backward re-runs the forward
 };
 
 // One model chunk's forward of one micro-batch, kept until its backward.

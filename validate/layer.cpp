@@ -147,7 +147,7 @@ void Exec::layer_backward(int li, int mb, LayerSaved& S, Buffer& dres) {
   const LayerParams& L = P.layers[li];
   const std::int64_t nqkv = ql + 2 * kvl;
   const float p = float(m.hidden_dropout);
-  if (l.recompute == Recompute::kFull) layer_forward(li, mb, S, Ref(), Category::kTransient, true);
+  if (S.checkpointed) layer_forward(li, mb, S, Ref(), Category::kTransient, true);
   // ---- MLP block ----
   Buffer dz;
   if (S.mask2) {

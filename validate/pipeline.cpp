@@ -76,7 +76,9 @@ void Exec::forward(int c, int mb) {
     x = act_buf(Tl * h, Category::kActivations, "received layer input");
     G.pp->recv(x.ref(), Tl * h, prev, fwd_tag(vs, mb, M));
   }
-  const bool recompute_full = l.recompute == Recompute::kFull;
+  // Full recompute checkpoints every layer (uniform, 1 per group) or the
+  // first recompute_layers of the chunk (block; Megatron recompute.py:167-180).
+  const int checkpointed = recomputed_layers(l, per_chunk);
   for (int i = 0; i < per_chunk; ++i) {
     const int li = chunk_first[std::size_t(c)] + i;
     LayerSaved& S = st.layers[std::size_t(i)];
@@ -99,6 +101,7 @@ void Exec::forward(int c, int mb) {
       target = st.out.ref();
     }
     phase("F", c, mb, P.layer_global[li]);
+    const bool recompute_full = i < checkpointed;
     layer_forward(li, mb, S, target, recompute_full ? Category::kTransient : Category::kActivations,
                   false);
     if (recompute_full) {
@@ -106,6 +109,7 @@ void Exec::forward(int c, int mb) {
       Buffer keep = std::move(S.x);
       S = LayerSaved{};
       S.x = std::move(keep);
+      S.checkpointed = true;
     }
   }
   if (vs != last_vs) {

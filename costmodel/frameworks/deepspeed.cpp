@@ -66,7 +66,8 @@ const Profile& deepspeed_profile() {
       2,
       0,
       false,
-      DS "deepspeed/runtime/zero/config.py:215 (stage3_prefetch_bucket_size 5e7)"};
+      DS "deepspeed/runtime/zero/config.py:215 (stage3_prefetch_bucket_size 5e7)",
+      "DeepSpeed checkpoints what the model code wraps (deepspeed.checkpointing); it has no --recompute-method: use recompute=full"};
   return p;
 }
 

@@ -55,7 +55,8 @@ const Profile& fsdp_profile() {
       2 + 4,
       true,
       TT "torchtitan/distributed/fsdp.py:113-132 (reshard_after_forward); torch fully_shard all-gather and "
-         "foreach_reduce: bf16 unsharded grads + fp32 reduce-scatter input per group"};
+         "foreach_reduce: bf16 unsharded grads + fp32 reduce-scatter input per group",
+      "torchtitan's full AC wraps every block; its per-layer 'selective' AC (every n-th block) is not Megatron's block method: use recompute=full"};
   return p;
 }
 

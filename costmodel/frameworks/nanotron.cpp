@@ -62,7 +62,8 @@ const Profile& nanotron_profile() {
       2,
       0,
       false,
-      ""};
+      "",
+      "nanotron's recompute_layer recomputes every layer; no --recompute-method: use recompute=full"};
   return p;
 }
 

@@ -32,6 +32,7 @@ std::int64_t loss_forward_peak_bytes(const LossVariant& v, std::int64_t tokens, 
 const char* framework_unsupported(const Profile& p, const Layout& l) {
   if (l.zero < 0 || l.zero > 3 || !p.zero_supported[l.zero]) return p.zero_note;
   if (!p.recompute_supported[int(l.recompute)]) return p.recompute_note;
+  if (l.partial_recompute_set() && p.partial_recompute_note) return p.partial_recompute_note;
   return nullptr;
 }
 

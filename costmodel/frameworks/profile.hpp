@@ -138,6 +138,9 @@ struct Profile {
   // (FSDP2 reshard_after_forward=False).
   bool zero2_keeps_params_unsharded;
   Source gathered;
+  // Why recompute_method / recompute_layers (Megatron-LM's --recompute-method,
+  // --recompute-num-layers) do not apply; nullptr: the framework has them.
+  const char* partial_recompute_note = nullptr;
 };
 
 const Profile& profile(Framework f);
