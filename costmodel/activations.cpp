@@ -63,17 +63,28 @@ TensorList layer_saved_tensors(const Model& m, bool flash, const ActivationVaria
     l.add({"attn_v", "V", kv, 0, ElemKind::kAct, Shard::kTp, false});
   }
   l.add({"out_proj", "input (attention output)", q, 0, ElemKind::kAct, Shard::kTp, false});
+  if (m.post_norms) {
+    // Gemma-2's post_attention_layernorm normalises the attention output
+    // before the residual add: it saves its input (transformers Gemma2DecoderLayer).
+    add_norm_inputs(&l, "post_attn_norm", m, v);
+    if (v.norm_saves_stats) l.add({"post_attn_norm", "fp32 statistics", stats, 0, ElemKind::kFp32, Shard::kSp, false});
+  }
   if (hid_drop) l.add({"attn_residual_dropout", "mask", h, 0, ElemKind::kMask, Shard::kSp, false});
   // MLP block.
   add_norm_inputs(&l, "mlp_norm", m, v);
   if (v.norm_saves_stats) l.add({"mlp_norm", "fp32 statistics", stats, 0, ElemKind::kFp32, Shard::kSp, false});
   l.add({"fc1", "input (norm output)", h, 0, ElemKind::kAct, Shard::kSp, false});
-  l.add({m.activation == Activation::kSwiglu ? "swiglu" : "gelu", "input", m.ffn_in_width(), 0,
-         ElemKind::kAct, Shard::kTp, false});
-  if (v.swiglu_saves_silu_output && m.activation == Activation::kSwiglu)
-    l.add({"swiglu", "SiLU output (unfused multiply)", m.ffn_hidden_size, 0, ElemKind::kAct, Shard::kTp, false});
+  const char* act = m.activation == Activation::kSwiglu ? "swiglu" : m.activation == Activation::kGeglu ? "geglu" : "gelu";
+  l.add({act, "input", m.ffn_in_width(), 0, ElemKind::kAct, Shard::kTp, false});
+  // An unfused gated MLP's multiply saves the activation's output (SiLU or GeLU).
+  if (v.swiglu_saves_silu_output && m.gated())
+    l.add({act, "activation output (unfused multiply)", m.ffn_hidden_size, 0, ElemKind::kAct, Shard::kTp, false});
   l.add({"fc2", "input (activation output)", m.ffn_hidden_size, 0, ElemKind::kAct, Shard::kTp,
          false});
+  if (m.post_norms) {
+    add_norm_inputs(&l, "post_mlp_norm", m, v);
+    if (v.norm_saves_stats) l.add({"post_mlp_norm", "fp32 statistics", stats, 0, ElemKind::kFp32, Shard::kSp, false});
+  }
   if (hid_drop) l.add({"mlp_residual_dropout", "mask", h, 0, ElemKind::kMask, Shard::kSp, false});
   return l;
 }

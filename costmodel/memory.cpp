@@ -407,7 +407,7 @@ StageParams stage_params(const Model& m, const Layout& l, int stage) {
   p.layers = stage_layers(m, l, stage);
   // Column-parallel QKV and fc1, row-parallel out-proj and fc2 (Shoeybi et al.
   // 2019); row-parallel biases and norms are replicated.
-  p.layer = (h * (q + 2 * kv) + q * h + h * fin + f * h) / t + 2 * norm;
+  p.layer = (h * (q + 2 * kv) + q * h + h * fin + f * h) / t + m.norms_per_layer() * norm;
   if (m.has_qkv_bias()) p.layer += (q + 2 * kv) / t;
   if (m.bias) p.layer += h + fin / t + h;
   const std::int64_t vocab_rows = vocab_per_rank(m, l.tp);

@@ -10,7 +10,9 @@ const char* dtype_name(DType t) {
   }
   return "?";
 }
-const char* activation_name(Activation a) { return a == Activation::kGelu ? "gelu" : "swiglu"; }
+const char* activation_name(Activation a) {
+  return a == Activation::kGelu ? "gelu" : a == Activation::kSwiglu ? "swiglu" : "geglu";
+}
 const char* normalization_name(Normalization n) {
   return n == Normalization::kLayerNorm ? "layernorm" : "rmsnorm";
 }
@@ -66,7 +68,7 @@ std::int64_t layer_params(const Model& m) {
   const std::int64_t fin = m.ffn_in_width(), f = m.ffn_hidden_size;
   std::int64_t mlp = h * fin + f * h;  // 3·d·ffn gated, 2·d·ffn otherwise
   if (m.bias) mlp += fin + h;
-  return attn + mlp + 2 * norm_params(m);
+  return attn + mlp + m.norms_per_layer() * norm_params(m);
 }
 
 std::int64_t embedding_params(const Model& m) {
@@ -94,8 +96,8 @@ namespace paraplan {
 double approx_params(const Model& m) {
   const double h = m.hidden_size, q = double(m.num_attention_heads) * m.head_dim,
                kv = double(m.num_kv_heads) * m.head_dim, f = m.ffn_hidden_size;
-  const double fin = m.activation == Activation::kSwiglu ? 2 * f : f;
-  const double layer = h * (q + 2 * kv) + q * h + h * fin + f * h + 8 * h + q + 2 * kv + fin;
+  const double fin = m.gated() ? 2 * f : f;
+  const double layer = h * (q + 2 * kv) + q * h + h * fin + f * h + 12 * h + q + 2 * kv + fin;
   const double emb = double(m.vocab_size) * h * (m.tie_embeddings ? 1 : 2) + double(m.max_position_embeddings) * h;
   return double(m.num_layers) * layer + emb;
 }

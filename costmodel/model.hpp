@@ -4,10 +4,12 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace paraplan {
 
-enum class Activation { kGelu, kSwiglu };
+// kGeglu: the gated GeLU MLP of Gemma (gelu_pytorch_tanh(gate) * up, 3 matrices).
+enum class Activation { kGelu, kSwiglu, kGeglu };
 enum class Normalization { kLayerNorm, kRmsNorm };
 enum class PositionEmbedding { kRope, kLearned };
 enum class DType { kBf16, kFp16, kFp32 };
@@ -33,6 +35,12 @@ struct Model {
   bool tie_embeddings = false;
   bool bias = false;      // biases on every linear layer
   bool qkv_bias = false;  // bias on the QKV projection only (Qwen2)
+  // Gemma-2/3: a norm after attention and after the MLP too (post_attention_
+  // and post_feedforward_layernorm), 4 per layer.
+  bool post_norms = false;
+  // Architecture keys paraplan reads but does not model in memory or time
+  // (HF config: soft-capping, sliding windows), each "key: what is not modelled".
+  std::vector<std::string> caveats;
   PositionEmbedding position_embedding = PositionEmbedding::kRope;
   int max_position_embeddings = 0;
   double hidden_dropout = 0.0;
@@ -42,9 +50,11 @@ struct Model {
   std::int64_t q_width() const { return std::int64_t(num_attention_heads) * head_dim; }
   std::int64_t kv_width() const { return std::int64_t(num_kv_heads) * head_dim; }
   // Width of the first MLP GEMM's output: gate and up for SwiGLU.
-  std::int64_t ffn_in_width() const {
-    return activation == Activation::kSwiglu ? 2 * std::int64_t(ffn_hidden_size) : ffn_hidden_size;
-  }
+  std::int64_t ffn_in_width() const { return gated() ? 2 * std::int64_t(ffn_hidden_size) : ffn_hidden_size; }
+  // A gated MLP (SwiGLU, GeGLU): gate and up projections, then down.
+  bool gated() const { return activation != Activation::kGelu; }
+  // Norms per layer: 2 (before attention and MLP), 4 with Gemma-2's post-norms.
+  int norms_per_layer() const { return post_norms ? 4 : 2; }
   bool has_qkv_bias() const { return bias || qkv_bias; }
 };
 

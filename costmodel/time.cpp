@@ -58,7 +58,7 @@ double layer_memory_bound_bytes(const Model& m, const Training& t, const Layout&
   if (m.position_embedding == PositionEmbedding::kRope)
     bytes += 2 * double(m.q_width() + m.kv_width()) / l.tp * tok * ab;
   const double f = double(m.ffn_hidden_size) / l.tp;
-  bytes += (m.activation == Activation::kSwiglu ? 3 : 2) * f * tok * ab;
+  bytes += (m.gated() ? 3 : 2) * f * tok * ab;
   return bytes;
 }
 

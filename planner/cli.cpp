@@ -70,17 +70,34 @@ void apply_nodes(Spec* s, const std::optional<int>& nodes) {
   s->num_nodes = *nodes;
 }
 
+// Architecture keys the model reads but does not model: said on stderr.
+void print_caveats(const Model& m) {
+  for (const std::string& c : m.caveats)
+    std::cerr << "paraplan: note: model " << SpecError::printable(m.name, 80) << ": " << SpecError::printable(c, 300)
+              << "\n";
+}
+
 struct Loaded {
   Spec spec;
   Layout layout;
   Format format;
+  std::vector<std::string> ignored_flags;  // Megatron flags paraplan does not read
 };
+
+// -v: the launch flags that did not change the prediction, on stderr.
+void print_ignored(const Loaded& l) {
+  if (l.ignored_flags.empty()) return;
+  std::string o = "paraplan: --megatron-args: not read (they do not change memory or time as modelled):";
+  for (const std::string& f : l.ignored_flags) o += " " + SpecError::printable(f, 80);
+  std::cerr << o << "\n";
+}
 
 Loaded load(LayoutOptions& o) {
   Loaded r;
   if (!parse_format(o.format, &r.format))
     throw SpecError("--format", 0, "", "expected table, json or markdown");
   r.spec = load_spec_file(o.spec);
+  print_caveats(r.spec.model);
   apply_nodes(&r.spec, o.nodes);
   if (o.layout_opt->count()) o.req.layout = o.layout;
   if (o.megatron_opt->count()) o.req.megatron_args = o.megatron;
@@ -89,7 +106,9 @@ Loaded load(LayoutOptions& o) {
   if (o.framework_opt->count()) apply_framework(&r.spec, o.framework);
   else if (o.deepspeed_opt->count()) r.spec.training.framework = Framework::kDeepSpeed;  // also Megatron-DeepSpeed
   else if (o.megatron_opt->count()) r.spec.training.framework = Framework::kMegatron;
+  o.req.ignored_flags = &r.ignored_flags;
   r.layout = layout_from_sources(&r.spec, o.spec, o.req);
+  o.req.ignored_flags = nullptr;
   return r;
 }
 
@@ -108,6 +127,8 @@ int run_cli(int argc, char** argv, std::ostream& out) {
       "explain", "per-stage memory of one layout, term by term (--formulas shows each formula)");
   add_layout_options(explain, &ex);
   explain->add_flag("--formulas", formulas, "print each term's formula with the numbers put in");
+  bool explain_verbose = false;
+  explain->add_flag("-v,--verbose", explain_verbose, "list the --megatron-args flags paraplan does not read (stderr)");
   explain->add_option("--stage", stage, "stage whose terms --formulas prints (default: heaviest)")
       ->check(CLI::NonNegativeNumber);
 
@@ -116,7 +137,9 @@ int run_cli(int argc, char** argv, std::ostream& out) {
   CLI::App* check = app.add_subcommand(
       "check", "CI gate: exit 0 if the heaviest rank fits within the headroom, 1 if not, 2 on bad input");
   add_layout_options(check, &ck);
-  check->add_flag("-v,--verbose", verbose, "print the verdict line also when the layout fits");
+  check->add_flag("-v,--verbose", verbose,
+                  "print the verdict line also when the layout fits, and list the --megatron-args flags paraplan "
+                  "does not read (stderr)");
 
   std::string plan_spec, plan_format = "table", output, plan_framework;
   std::optional<int> plan_nodes, plan_gbs, plan_seq;
@@ -154,6 +177,7 @@ int run_cli(int argc, char** argv, std::ostream& out) {
 
   if (explain->parsed()) {
     Loaded l = load(ex);
+    if (explain_verbose) print_ignored(l);
     const MemoryEstimate e = estimate_memory(l.spec, l.layout);
     if (stage >= l.layout.pp)
       throw SpecError("--stage", 0, "", "expected a stage below pp " + std::to_string(l.layout.pp));
@@ -171,6 +195,7 @@ int run_cli(int argc, char** argv, std::ostream& out) {
   }
   if (check->parsed()) {
     Loaded l = load(ck);
+    if (verbose) print_ignored(l);
     const MemoryEstimate e = estimate_memory(l.spec, l.layout);
     const StepTime t = estimate_time(l.spec, l.layout);
     if (l.format == Format::kJson) {
@@ -187,6 +212,7 @@ int run_cli(int argc, char** argv, std::ostream& out) {
     Format f;
     parse_format(plan_format, &f);
     Spec s = load_spec_file(plan_spec);
+    print_caveats(s.model);
     apply_nodes(&s, plan_nodes);
     if (plan_gbs) s.training.global_batch_size = *plan_gbs;
     if (plan_framework_opt->count()) apply_framework(&s, plan_framework);

@@ -112,9 +112,25 @@ Model model_from_hf_json(const std::string& text, const std::string& file) {
   const std::string act = r.get_string(j.contains("activation_function") ? "activation_function"
                                                                          : "hidden_act",
                                        gpt2 ? "gelu_new" : "silu");
+  // Gemma's MLP is gated whatever its activation: gelu_pytorch_tanh(gate) * up
+  // (transformers models/gemma2/modeling_gemma2.py Gemma2MLP).
+  const bool gemma = type == "gemma" || type == "gemma2" || type == "gemma3" || type == "gemma3_text";
   if (act == "silu" || act == "swish") m.activation = Activation::kSwiglu;  // gated SiLU MLP
-  else if (act.rfind("gelu", 0) == 0) m.activation = Activation::kGelu;
+  else if (act.rfind("gelu", 0) == 0) m.activation = gemma ? Activation::kGeglu : Activation::kGelu;
   else r.fail("hidden_act", "expected silu or gelu*, got \"" + act + "\"");
+  // Gemma-2 and 3 normalise after attention and after the MLP as well
+  // (post_attention_layernorm, pre_ and post_feedforward_layernorm).
+  m.post_norms = type == "gemma2" || type == "gemma3" || type == "gemma3_text";
+  // Keys that change the computation but not the parameters: read, and said.
+  if (const json* v = r.find({"attn_logit_softcapping"}); v && v->is_number())
+    m.caveats.push_back(fmt::format("attn_logit_softcapping {}: tanh soft-capping of attention scores is not modelled "
+                                    "(memory and time as plain attention; flash kernels support it)", v->dump()));
+  if (const json* v = r.find({"final_logit_softcapping"}); v && v->is_number())
+    m.caveats.push_back(fmt::format("final_logit_softcapping {}: the tanh on the logits keeps one more logits-sized "
+                                    "tensor for backward, not counted", v->dump()));
+  if (const json* v = r.find({"sliding_window"}); v && v->is_number())
+    m.caveats.push_back(fmt::format("sliding_window {}: attention is costed over the whole sequence (flash attention's "
+                                    "memory does not depend on the window; its time would fall with it)", v->dump()));
 
   if (j.contains("rms_norm_eps")) m.normalization = Normalization::kRmsNorm;
   else if (j.contains("layer_norm_epsilon") || j.contains("layer_norm_eps") || gpt2)

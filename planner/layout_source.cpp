@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
+#include <iterator>
 #include <vector>
 
 #include "planner/spec_error.hpp"
@@ -66,19 +68,106 @@ int capped_int(const std::string& src, const std::string& flag, const std::strin
   return x;
 }
 
-Draft from_megatron(const std::string& text, Spec* spec) {
+#include "planner/megatron_flags.inc"
+
+// The Megatron-LM flags paraplan reads (each changes memory or time).
+constexpr const char* kReadMegatronFlags[] = {
+    "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--virtual-pipeline-model-parallel-size",
+    "--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank",
+    "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
+    "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split", "--sequence-parallel",
+    "--micro-batch-size", "--global-batch-size", "--seq-length", "--use-distributed-optimizer",
+    "--recompute-activations", "--recompute-granularity", "--recompute-method", "--recompute-num-layers",
+    "--checkpoint-activations", "--checkpoint-num-layers", "--activations-checkpoint-method",
+    "--activations-checkpoint-num-layers", "--bf16", "--fp16", "--grad-reduce-in-bf16", "--attention-backend",
+    "--use-flash-attn", "--overlap-grad-reduce", "--overlap-param-gather", "--context-parallel-size",
+    "--expert-model-parallel-size", "--fp8-format", "--fp8-param-gather", "--num-layers", "--hidden-size",
+    "--num-attention-heads", "--ffn-hidden-size", "--num-query-groups", "--swiglu",
+    "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--add-qkv-bias", "--normalization",
+    "--position-embedding-type"};
+
+bool is_read_flag(const std::string& f) {
+  for (const char* k : kReadMegatronFlags)
+    if (f == k) return true;
+  return false;
+}
+
+bool is_megatron_flag(const std::string& f) {
+  const auto* b = std::begin(kMegatronFlags);
+  const auto* e = std::end(kMegatronFlags);
+  const auto* it = std::lower_bound(b, e, f, [](const char* a, const std::string& x) { return std::strcmp(a, x.c_str()) < 0; });
+  return it != e && f == *it;
+}
+
+int edit_distance(const std::string& a, const std::string& b) {
+  std::vector<int> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = int(j);
+  for (size_t i = 1; i <= a.size(); ++i) {
+    int diag = row[0];
+    row[0] = int(i);
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const int up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// A flag Megatron-LM does not have that looks like one paraplan reads: a
+// typo (edit distance 2, 3 for long flags) or a truncated or extended
+// spelling. Returns the flag it most likely means, or "".
+std::string looks_like_read_flag(const std::string& f) {
+  if (f.size() > 80) return "";
+  // Or any unknown flag naming parallelism, batch, recompute or precision.
+  bool keyword = false;
+  for (const char* w : {"parallel", "batch", "recompute", "checkpoint", "pipeline", "fp8", "bf16", "fp16", "precision",
+                        "layers", "seq-len", "optimizer", "attention-backend", "grad-reduce", "overlap"})
+    keyword = keyword || f.find(w) != std::string::npos;
+  std::string best, nearest;
+  int best_d = 1 << 30, nearest_d = 1 << 30;
+  for (const char* k : kReadMegatronFlags) {
+    const std::string ks = k;
+    const int limit = ks.size() >= 20 ? 3 : 2;
+    int d = edit_distance(f, ks);
+    const bool prefix = (f.size() >= 8 && ks.rfind(f, 0) == 0) || f.rfind(ks + "-", 0) == 0 || f.rfind(ks + "s", 0) == 0;
+    if (prefix) d = std::min(d, limit);
+    if (d <= limit && d < best_d) best_d = d, best = ks;
+    if (d < nearest_d) nearest_d = d, nearest = ks;
+  }
+  return !best.empty() ? best : keyword ? nearest : "";
+}
+
+Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string>* ignored) {
   const std::string src = "--megatron-args";
   Draft d{Layout{}, {}, src};
   const auto args = split_args(text);
   int vpp_layers = 0;
   bool embedding_in_split = false, loss_in_split = false;
   bool full_granularity = false, method_given = false, num_layers_given = false, legacy_checkpoint = false;
+  bool grad_reduce_bf16 = false, overlap_grad_reduce = false;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string flag = args[i], value;
     if (flag.rfind("--", 0) != 0) continue;  // a value of a flag paraplan ignores
     const size_t eq = flag.find('=');
     bool inline_value = eq != std::string::npos;
     if (inline_value) value = flag.substr(eq + 1), flag = flag.substr(0, eq);
+    if (!is_read_flag(flag)) {
+      // Megatron's argparse refuses a flag it does not know; paraplan refuses
+      // one that looks like a layout, batch, recompute or precision flag, so
+      // that a typo cannot silently give the default layout.
+      if (!is_megatron_flag(flag)) {
+        const std::string near = looks_like_read_flag(flag);
+        if (!near.empty())
+          fail(src, flag,
+               "unknown flag (Megatron-LM@" + std::string(kMegatronCommit) + " has no such argument); did you mean " +
+                   near + "?");
+        if (ignored) ignored->push_back(flag + " (unknown to Megatron-LM@" + kMegatronCommit + ")");
+      } else if (ignored) {
+        ignored->push_back(flag);
+      }
+      continue;
+    }
     auto val = [&]() -> const std::string& {
       if (!inline_value) {
         if (i + 1 >= args.size() || args[i + 1].rfind("--", 0) == 0)
@@ -134,6 +223,21 @@ Draft from_megatron(const std::string& text, Spec* spec) {
       d.set.recompute = true;
     } else if (flag == "--global-batch-size") spec->training.global_batch_size = capped_int(src, flag, val(), kMaxBatch);
     else if (flag == "--seq-length") spec->training.seq_length = capped_int(src, flag, val(), kMaxSeq);
+    else if (flag == "--grad-reduce-in-bf16") grad_reduce_bf16 = true;
+    else if (flag == "--overlap-grad-reduce") overlap_grad_reduce = true;
+    else if (flag == "--overlap-param-gather") {
+      // Needs --overlap-grad-reduce in Megatron; the time model has one overlap switch.
+    } else if (flag == "--attention-backend") {
+      // NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/enums.py:51-58:
+      // flash and fused (cuDNN) keep no s x s scores; auto picks one of them
+      // on Hopper/Ampere; unfused and local materialise the scores.
+      const std::string& v = val();
+      if (v == "flash" || v == "fused" || v == "auto") spec->training.flash_attention = true;
+      else if (v == "unfused" || v == "local") spec->training.flash_attention = false;
+      else fail(src, flag, "expected flash, fused, unfused, local or auto, got '" + v + "'");
+    } else if (flag == "--use-flash-attn") spec->training.flash_attention = true;
+    else if (flag == "--fp8-format" || flag == "--fp8-param-gather")
+      fail(src, flag, "FP8 training is not modelled yet; expected a BF16 or FP16 launch");
     else if (flag == "--bf16") set_precision(&spec->training, DType::kBf16);
     else if (flag == "--fp16") set_precision(&spec->training, DType::kFp16);
     else if (flag == "--num-layers") model_must_match(spec->model.num_layers, "num_layers");
@@ -141,12 +245,41 @@ Draft from_megatron(const std::string& text, Spec* spec) {
     else if (flag == "--num-attention-heads") model_must_match(spec->model.num_attention_heads, "num_attention_heads");
     else if (flag == "--ffn-hidden-size") model_must_match(spec->model.ffn_hidden_size, "ffn_hidden_size");
     else if (flag == "--num-query-groups") model_must_match(spec->model.num_kv_heads, "num_kv_heads");
+    // Architecture flags, where given, must describe the spec's model.
+    else if (flag == "--swiglu") {
+      if (spec->model.activation != Activation::kSwiglu)
+        fail(src, flag, "is given but the model's activation is not swiglu");
+    } else if (flag == "--untie-embeddings-and-output-weights") {
+      if (spec->model.tie_embeddings) fail(src, flag, "is given but the model ties its embeddings (tie_embeddings: true)");
+    } else if (flag == "--disable-bias-linear") {
+      if (spec->model.bias) fail(src, flag, "is given but the model has biases (bias: true)");
+    } else if (flag == "--add-qkv-bias") {
+      if (!spec->model.has_qkv_bias()) fail(src, flag, "is given but the model has no QKV bias (qkv_bias: false)");
+    } else if (flag == "--normalization") {
+      const std::string& v = val();
+      const bool rms = spec->model.normalization == Normalization::kRmsNorm;
+      if (v != "LayerNorm" && v != "RMSNorm") fail(src, flag, "expected LayerNorm or RMSNorm, got '" + v + "'");
+      if ((v == "RMSNorm") != rms)
+        fail(src, flag, "is " + v + " but the model's normalization is " + (rms ? "rmsnorm" : "layernorm"));
+    } else if (flag == "--position-embedding-type") {
+      const std::string& v = val();
+      const bool rope = spec->model.position_embedding == PositionEmbedding::kRope;
+      if ((v == "rope" && !rope) || (v == "learned_absolute" && rope))
+        fail(src, flag, "is " + v + " but the model's position_embedding is " + (rope ? "rope" : "learned"));
+    }
     else if (flag == "--context-parallel-size" || flag == "--expert-model-parallel-size") {
       if (to_pos_int(src, flag, val(), 1) != 1)
         fail(src, flag, "context and expert parallelism are not modelled; expected 1");
     }
     // Every other Megatron flag does not change the memory layout: ignored.
   }
+  // Megatron accumulates and reduces gradients in fp32 unless
+  // --grad-reduce-in-bf16 (arguments.py:1213-1217), and overlaps the DP
+  // reduction only with --overlap-grad-reduce (default off).
+  if (grad_reduce_bf16 && spec->training.precision == DType::kBf16) spec->training.grad_dtype = DType::kBf16;
+  else spec->training.grad_dtype = DType::kFp32;
+  spec->training.grad_dtype_given = true;
+  spec->training.overlap_dp_comm = overlap_grad_reduce;
   if (full_granularity && !legacy_checkpoint && (!method_given || !num_layers_given))
     fail(src, method_given ? "--recompute-num-layers" : "--recompute-method",
          "--recompute-granularity full needs --recompute-method uniform|block and --recompute-num-layers N "
@@ -225,15 +358,30 @@ Draft from_deepspeed(const std::string& path, Spec* spec) {
   auto pos_int = [&](const json& v, const char* field, int min_v) {
     if (!v.is_number_integer() || v.get<long long>() < min_v || v.get<long long>() > 2'000'000'000)
       fail(path, field, std::string("expected ") + (min_v ? "a positive integer" : "an integer >= 0") +
-                            ", got " + v.dump());
+                            (v.is_string() ? " or \"auto\"" : "") + ", got " + v.dump());
     return v.get<int>();
   };
+  // "auto": the HF Trainer fills the value in from its own arguments before
+  // DeepSpeed sees the config (huggingface/transformers
+  // src/transformers/integrations/deepspeed.py, HfTrainerDeepSpeedConfig.
+  // trainer_config_process / trainer_config_finalize): here the spec and the
+  // other layout sources play the Trainer's part.
+  auto is_auto = [](const json& v) { return v.is_string() && v.get<std::string>() == "auto"; };
   if (auto z = j.find("zero_optimization"); z != j.end()) {
     if (!z->is_object()) fail(path, "zero_optimization", "expected an object");
     if (auto st = z->find("stage"); st != z->end()) {
       d.l.zero = pos_int(*st, "zero_optimization.stage", 0);
       if (d.l.zero > 3) fail(path, "zero_optimization.stage", "expected 0-3, got " + st->dump());
       d.set.zero = true;
+    }
+    if (auto rb = z->find("reduce_bucket_size"); rb != z->end()) {
+      // "auto" = hidden_size² (trainer_config_finalize); a number is elements.
+      std::int64_t n = 0;
+      if (is_auto(*rb)) n = std::int64_t(spec->model.hidden_size) * spec->model.hidden_size;
+      else if (rb->is_number() && rb->get<double>() >= 1 && rb->get<double>() <= 1e15) n = std::int64_t(rb->get<double>());
+      else fail(path, "zero_optimization.reduce_bucket_size", "expected a positive number of elements or \"auto\", got " + rb->dump());
+      spec->training.grad_bucket_params = n;
+      spec->training.grad_bucket_params_given = true;
     }
     for (const char* off : {"offload_optimizer", "offload_param"}) {
       auto o = z->find(off);
@@ -246,7 +394,7 @@ Draft from_deepspeed(const std::string& path, Spec* spec) {
         fail(path, field, "CPU/NVMe offload is not modelled; expected device \"none\"");
     }
   }
-  if (auto mb = j.find("train_micro_batch_size_per_gpu"); mb != j.end())
+  if (auto mb = j.find("train_micro_batch_size_per_gpu"); mb != j.end() && !is_auto(*mb))
     d.l.mbs = pos_int(*mb, "train_micro_batch_size_per_gpu", 1), d.set.mbs = true;
   if (d.l.mbs > kMaxBatch)
     fail(path, "train_micro_batch_size_per_gpu", "expected at most " + std::to_string(kMaxBatch));
@@ -254,18 +402,34 @@ Draft from_deepspeed(const std::string& path, Spec* spec) {
     auto p = j.find(prec);
     if (p == j.end() || !p->is_object()) continue;
     auto en = p->find("enabled");
-    if (en == p->end()) continue;
-    if (!en->is_boolean()) fail(path, std::string(prec) + ".enabled", "expected true or false, got " + en->dump());
+    if (en == p->end() || is_auto(*en)) continue;  // "auto": the spec's precision (--bf16 / --fp16 of the Trainer)
+    if (!en->is_boolean())
+      fail(path, std::string(prec) + ".enabled", "expected true, false or \"auto\", got " + en->dump());
     if (en->get<bool>()) set_precision(&spec->training, std::string(prec) == "bf16" ? DType::kBf16 : DType::kFp16);
   }
-  if (auto tb = j.find("train_batch_size"); tb != j.end())
+  if (auto dt = j.find("data_types"); dt != j.end() && dt->is_object()) {
+    // deepspeed/runtime/engine.py:1994-1996: bf16 with grad_accum_dtype fp32
+    // and ZeRO-1 runs the BF16_Optimizer (fp32 gradient buffer).
+    if (auto ga = dt->find("grad_accum_dtype"); ga != dt->end()) {
+      const std::string v = ga->is_string() ? ga->get<std::string>() : "";
+      if (v == "fp32") spec->training.grad_dtype = DType::kFp32;
+      else if (v == "bf16") spec->training.grad_dtype = DType::kBf16;
+      else if (v == "fp16") spec->training.grad_dtype = DType::kFp16;
+      else fail(path, "data_types.grad_accum_dtype", "expected \"fp32\", \"bf16\" or \"fp16\", got " + ga->dump());
+      spec->training.grad_dtype_given = true;
+    }
+  }
+  if (auto tb = j.find("train_batch_size"); tb != j.end() && !is_auto(*tb))
     spec->training.global_batch_size = pos_int(*tb, "train_batch_size", 1);
   if (spec->training.global_batch_size > kMaxBatch)
     fail(path, "train_batch_size", "expected at most " + std::to_string(kMaxBatch));
-  else if (auto ga = j.find("gradient_accumulation_steps"); ga != j.end() && d.set.mbs) {
+  else if (auto ga = j.find("gradient_accumulation_steps");
+           ga != j.end() && !is_auto(*ga) && d.set.mbs && (j.find("train_batch_size") == j.end() || is_auto(j["train_batch_size"]))) {
     // train_batch_size = micro × accumulation × data-parallel ranks; dp comes
     // from the GPU count once tp and pp are known (see below).
     d.accumulation = pos_int(*ga, "gradient_accumulation_steps", 1);
+  } else if (ga != j.end() && !is_auto(*ga)) {
+    pos_int(*ga, "gradient_accumulation_steps", 1);
   }
   return d;
 }
@@ -327,7 +491,7 @@ Layout layout_from_sources(Spec* spec, const std::string& spec_file, const Layou
     }
     merge(&d, s);
   }
-  if (req.megatron_args) merge(&d, from_megatron(*req.megatron_args, spec));
+  if (req.megatron_args) merge(&d, from_megatron(*req.megatron_args, spec, req.ignored_flags));
   int ds_accumulation = 0;
   if (req.deepspeed_config) {
     const Draft ds = from_deepspeed(*req.deepspeed_config, spec);

@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "costmodel/spec.hpp"
 
@@ -14,6 +15,9 @@ struct LayoutRequest {
   std::optional<std::string> layout;            // --layout
   std::optional<std::string> megatron_args;     // --megatron-args "…"
   std::optional<std::string> deepspeed_config;  // --deepspeed-config ds.json
+  // When set, receives the Megatron flags paraplan does not read (the model
+  // it predicts does not depend on them), for -v.
+  std::vector<std::string>* ignored_flags = nullptr;
 };
 
 // Builds the layout, lets the sources override the spec's training settings

@@ -112,7 +112,7 @@ Model model_from_yaml(const YAML::Node& node, const std::string& file, const std
   const MapReader r(node, file, prefix,
                     {"name", "source", "num_layers", "hidden_size", "num_attention_heads",
                      "num_kv_heads", "head_dim", "ffn_hidden_size", "vocab_size", "activation",
-                     "normalization", "tie_embeddings", "bias", "qkv_bias", "position_embedding",
+                     "normalization", "tie_embeddings", "bias", "qkv_bias", "post_norms", "position_embedding",
                      "max_position_embeddings", "hidden_dropout", "attention_dropout",
                      "published_params"});
   Model m;
@@ -128,11 +128,12 @@ Model model_from_yaml(const YAML::Node& node, const std::string& file, const std
                       kMaxWidth / m.num_attention_heads);
   m.ffn_hidden_size = capped(r, "ffn_hidden_size", r.get_int("ffn_hidden_size", 1), kMaxWidth);
   m.vocab_size = capped(r, "vocab_size", r.get_int("vocab_size", 1), kMaxVocab);
-  m.activation = Activation(r.get_choice("activation", {"gelu", "swiglu"}));
+  m.activation = Activation(r.get_choice("activation", {"gelu", "swiglu", "geglu"}));
   m.normalization = Normalization(r.get_choice("normalization", {"layernorm", "rmsnorm"}));
   m.tie_embeddings = r.get_bool("tie_embeddings");
   m.bias = r.opt_bool("bias", false);
   m.qkv_bias = r.opt_bool("qkv_bias", false);
+  m.post_norms = r.opt_bool("post_norms", false);
   m.position_embedding = PositionEmbedding(r.get_choice("position_embedding", {"rope", "learned"}));
   if (m.position_embedding == PositionEmbedding::kLearned)
     m.max_position_embeddings =

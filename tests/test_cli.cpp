@@ -399,10 +399,40 @@ TEST_CASE("malformed --megatron-args", "[cli][errors][megatron]") {
       // with one layer per virtual stage (vpp became 0).
       {"--micro-batch-size 536870912", b, check_with({"--megatron-args", "--micro-batch-size 536870912"}), 2,
        {"--megatron-args: --micro-batch-size: ", "expected at most 16777216"}},
+      // Issue 14: a typo in a layout flag is an error naming it, with the flag meant.
+      {"typo in a parallelism flag", b, check_with({"--megatron-args", "--tensor-model-paralel-size 2"}), 2,
+       {"--megatron-args: --tensor-model-paralel-size: ", "unknown flag", "did you mean --tensor-model-parallel-size?"}},
+      {"a parallelism flag Megatron does not have", b, check_with({"--megatron-args", "--tensor-parallel-size 2"}), 2,
+       {"--megatron-args: --tensor-parallel-size: ", "did you mean --tensor-model-parallel-size?"}},
+      {"extended batch flag", b, check_with({"--megatron-args", "--micro-batch-sizes 2"}), 2,
+       {"--megatron-args: --micro-batch-sizes: ", "did you mean --micro-batch-size?"}},
+      {"full recompute without a method", b, check_with({"--megatron-args", "--recompute-granularity full"}), 2,
+       {"--megatron-args: --recompute-method: ", "needs --recompute-method uniform|block"}},
+      {"an architecture flag the model does not have", b, check_with({"--megatron-args", "--normalization LayerNorm"}),
+       2, {"--megatron-args: --normalization: ", "is LayerNorm but the model's normalization is rmsnorm"}},
       {"pp 64 on 32 layers with one layer per virtual stage", b,
        check_with({"--megatron-args", "--pipeline-model-parallel-size 64 --num-layers-per-virtual-pipeline-stage 1"}),
        2, {"--megatron-args: --pipeline-model-parallel-size: ", "at most the model's 32 layers, got 64"}},
   });
+}
+
+TEST_CASE("check -v lists the Megatron flags paraplan does not read; a real flag is never an error", "[cli][megatron]") {
+  TempDir dir;
+  const Result r = run_paraplan({"check", kLlama2Example, "-v", "--megatron-args",
+                                 "--tensor-model-parallel-size 2 --lr 3e-4 --log-interval 10 --expert-tensor-parallel-size 1 "
+                                 "--num-layers-at-start-in-bf16 1 --made-up-flag 3"},
+                                dir.path());
+  INFO(r.err);
+  CHECK(r.code == 0);
+  CHECK(r.err.find("not read") != std::string::npos);
+  for (const char* f : {"--lr", "--log-interval", "--expert-tensor-parallel-size", "--num-layers-at-start-in-bf16",
+                        "--made-up-flag (unknown to Megatron-LM@d98e8a64)"})
+    CHECK(r.err.find(f) != std::string::npos);
+  // Without -v nothing is printed for them.
+  const Result q =
+      run_paraplan({"check", kLlama2Example, "--megatron-args", "--tensor-model-parallel-size 2 --lr 3e-4"}, dir.path());
+  CHECK(q.code == 0);
+  CHECK(q.err.empty());
 }
 
 TEST_CASE("malformed or missing DeepSpeed configs", "[cli][errors][deepspeed]") {
@@ -426,7 +456,7 @@ TEST_CASE("malformed or missing DeepSpeed configs", "[cli][errors][deepspeed]") 
        ds("{\n  \"train_micro_batch_size_per_gpu\": 1e400\n}\n"), args, 2,
        {"@DIR@/ds.json:2: train_micro_batch_size_per_gpu: ", "within double's range, got 1e400"}},
       {"bf16.enabled as a number (issue 12: raw nlohmann type_error)", ds("{\"bf16\": {\"enabled\": 1}}\n"), args, 2,
-       {"@DIR@/ds.json: bf16.enabled: ", "expected true or false, got 1"}},
+       {"@DIR@/ds.json: bf16.enabled: ", "expected true, false or \"auto\", got 1"}},
       {"offload device as a number (issue 12)",
        ds("{\"zero_optimization\": {\"stage\": 2, \"offload_optimizer\": {\"device\": 0}}}\n"), args, 2,
        {"@DIR@/ds.json: zero_optimization.offload_optimizer.device: ", "expected a string"}},
@@ -686,20 +716,20 @@ TEST_CASE("Megatron-LM arguments give the same report as the equivalent --layout
   };
   const Equiv cases[] = {
       {"--tensor-model-parallel-size 2 --pipeline-model-parallel-size 1 --use-distributed-optimizer "
-       "--micro-batch-size 1",
+       "--micro-batch-size 1 --overlap-grad-reduce",
        "tp=2,pp=1,zero=1,mbs=1"},
       // Every other Megatron flag is ignored; model-shape flags that match are accepted.
       {"--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --ffn-hidden-size 11008 --lr 3e-4 "
        "--swiglu --tensor-model-parallel-size=4 --sequence-parallel --recompute-granularity selective "
-       "--micro-batch-size 2",
+       "--micro-batch-size 2 --overlap-grad-reduce",
        "tp=4,sp=1,recompute=selective,mbs=2"},
       {"--pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 4 "
-       "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1",
+       "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --overlap-grad-reduce",
        "pp=4,vpp=2,recompute=full"},
       {"--pipeline-model-parallel-size 4 --recompute-granularity full --recompute-method block "
-       "--recompute-num-layers 4",
+       "--recompute-num-layers 4 --overlap-grad-reduce",
        "pp=4,recompute=full,recompute_method=block,recompute_layers=4"},
-      {"--pipeline-model-parallel-size 2 --checkpoint-activations", "pp=2,recompute=full"},
+      {"--pipeline-model-parallel-size 2 --checkpoint-activations --overlap-grad-reduce", "pp=2,recompute=full"},
   };
   for (const Equiv& c : cases) {
     INFO(c.megatron << "  vs  " << c.layout);

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "costmodel/layout.hpp"
+#include "costmodel/memory.hpp"
 #include "planner/layout_source.hpp"
 #include "test_helpers.hpp"
 
@@ -211,6 +212,56 @@ TEST_CASE("Meta's Llama-3.1-405B layout from Megatron-LM arguments: uneven first
   r.megatron_args = "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 16 --recompute-activations "
                     "--recompute-num-layers 4";
   CHECK(field_of_error() == "--recompute-num-layers");
+}
+
+TEST_CASE("An HF Trainer DeepSpeed config with \"auto\" values is accepted and resolved from the spec (issue 14)",
+          "[layout][deepspeed]") {
+  // The stock ZeRO-2 config of the transformers docs (main_classes/deepspeed):
+  // every size "auto", filled in by the Trainer.
+  Spec s = test::spec_for(test::model("llama-2-7b"), 8, 4096, 64);
+  s.training.framework = Framework::kDeepSpeed;
+  const std::string path = "/tmp/paraplan_test_ds_auto.json";
+  std::ofstream(path) << R"({
+    "fp16": {"enabled": "auto", "loss_scale": 0}, "bf16": {"enabled": "auto"},
+    "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": "auto", "eps": "auto", "weight_decay": "auto"}},
+    "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": "auto", "warmup_max_lr": "auto", "warmup_num_steps": "auto"}},
+    "zero_optimization": {"stage": 2, "overlap_comm": true, "contiguous_gradients": true, "allgather_bucket_size": 2e8,
+                          "reduce_scatter": true, "reduce_bucket_size": "auto"},
+    "gradient_accumulation_steps": "auto", "gradient_clipping": "auto", "train_batch_size": "auto",
+    "train_micro_batch_size_per_gpu": "auto"})";
+  LayoutRequest r;
+  r.deepspeed_config = path;
+  r.layout = "mbs=2";
+  const Layout l = layout_from_sources(&s, "spec.yaml", r);
+  CHECK(l.zero == 2);
+  CHECK(l.mbs == 2);                            // the Trainer's per_device_train_batch_size: --layout here
+  CHECK(s.training.global_batch_size == 64);   // the spec's
+  CHECK(s.training.precision == DType::kBf16);  // "auto": the spec's
+  // reduce_bucket_size "auto" = hidden_size² (trainer_config_finalize): 4096² = 16,777,216.
+  CHECK(s.training.grad_bucket_params == 16'777'216);
+  CHECK(s.training.grad_bucket_params_given);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("DeepSpeed's BF16_Optimizer: ZeRO-1 with fp32 accumulation keeps a whole fp32 gradient buffer (issue 14)",
+          "[layout][deepspeed][memory]") {
+  Spec s = test::spec_for(test::model("llama-2-7b"), 8, 4096, 64);
+  s.training.framework = Framework::kDeepSpeed;
+  const std::string path = "/tmp/paraplan_test_ds_bf16opt.json";
+  std::ofstream(path) << R"({"bf16": {"enabled": true}, "zero_optimization": {"stage": 1},
+                             "data_types": {"grad_accum_dtype": "fp32"}, "train_micro_batch_size_per_gpu": 1})";
+  LayoutRequest r;
+  r.deepspeed_config = path;
+  const Layout l = layout_from_sources(&s, "spec.yaml", r);
+  REQUIRE(l.dp == 8);
+  // deepspeed/runtime/engine.py:1994-1996 picks BF16_Optimizer: bf16 weights
+  // 2Ψ, fp32 gradients 4Ψ whole (bf16_optimizer.py:176), fp32 master + Adam 12Ψ/8.
+  const std::int64_t psi = 6'738'415'616;
+  const MemoryBreakdown m = stage_memory(s, l, 0);
+  CHECK(m[Category::kWeights] == 2 * psi);
+  CHECK(m[Category::kGradients] == 4 * psi);
+  CHECK(m[Category::kOptimizer] == 12 * psi / 8);
+  std::remove(path.c_str());
 }
 
 TEST_CASE("DeepSpeed config gives zero stage, micro-batch and batch", "[layout][deepspeed]") {

@@ -1,6 +1,7 @@
 // Parameter counts of the shipped models against their published counts.
 #include <catch2/catch.hpp>
 
+#include "costmodel/activations.hpp"
 #include "costmodel/model.hpp"
 #include "test_helpers.hpp"
 
@@ -69,4 +70,36 @@ TEST_CASE("HuggingFace config.json gives the same model as the YAML", "[params][
   CHECK(g.ffn_hidden_size == 3072);
   CHECK(g.position_embedding == PositionEmbedding::kLearned);
   CHECK(total_params(g) == 124'439'808);
+}
+
+TEST_CASE("Gemma-2: GeGLU MLP and four norms per layer; soft-capping and the window are said, not hidden (issue 14)",
+          "[params][hf]") {
+  // 2B: per layer q 2304·2048 + k, v 2·2304·1024 + o 2048·2304 = 14,155,776;
+  // GeGLU gate, up, down 3·2304·9216 = 63,700,992; 4 RMSNorms 4·2304 = 9,216:
+  // 77,865,984 × 26 = 2,024,515,584; + tied embedding 256,000·2304 = 589,824,000
+  // + final norm 2304 = 2,614,341,888.
+  const Model m2 = load_model_file(test::repo("tests/data/hf/gemma-2-2b/config.json"));
+  CHECK(m2.activation == Activation::kGeglu);
+  CHECK(m2.post_norms);
+  CHECK(m2.tie_embeddings);
+  CHECK(m2.q_width() == 2048);
+  CHECK(layer_params(m2) == 77'865'984);
+  CHECK(total_params(m2) == 2'614'341'888);
+  // 9B: 3·3584·4096 + 3·3584·14336 + 4·3584 = 198,195,200 per layer × 42
+  // + 256,000·3584 + 3584 = 9,241,705,984.
+  const Model m9 = load_model_file(test::repo("tests/data/hf/gemma-2-9b/config.json"));
+  CHECK(layer_params(m9) == 198'195'200);
+  CHECK(total_params(m9) == 9'241'705'984);
+  // The keys that change computation but not parameters are named.
+  REQUIRE(m9.caveats.size() == 3);
+  CHECK(m9.caveats[0].rfind("attn_logit_softcapping", 0) == 0);
+  CHECK(m9.caveats[1].rfind("final_logit_softcapping", 0) == 0);
+  CHECK(m9.caveats[2].rfind("sliding_window", 0) == 0);
+  // Each post-norm saves its input for backward: two more hidden-sized tensors
+  // per layer than a pre-norm-only layer of the same shape.
+  Model pre = m2;
+  pre.post_norms = false;
+  const ActShape a{4096, 1, 1, false, 2};
+  CHECK(layer_activation_bytes(m2, true, Recompute::kNone, a) - layer_activation_bytes(pre, true, Recompute::kNone, a) ==
+        2 * 2 * 4096 * 2304);
 }

@@ -14,6 +14,21 @@ void state(const Training& t, const Layout& l, StateBuffers* out) {
   const double w = dtype_bytes(t.precision);
   out->add({Category::kWeights, l.zero >= 3 ? "parameters (ZeRO-3 partition)" : "parameters", w, l.zero >= 3,
             DS "deepspeed/runtime/zero/stage3.py (partitioned params); stages 0-2 keep them whole"});
+  // The BF16_Optimizer (deepspeed/runtime/bf16_optimizer.py): bf16 with ZeRO-1
+  // and grad_accum_dtype fp32 (engine.py:1994-1996), or bf16 without ZeRO
+  // under pipeline parallelism (engine.py:2013-2018). A whole flat gradient
+  // buffer in the accumulation dtype (:176-177), fp32 master and Adam state
+  // partitioned over dp (:162-171).
+  const bool bf16 = t.precision == DType::kBf16;
+  const bool fp32_accum = t.grad_dtype_given && t.grad_dtype == DType::kFp32;
+  if (bf16 && ((l.zero == 1 && fp32_accum) || (l.zero == 0 && l.pp > 1))) {
+    const double g = t.grad_dtype_given ? dtype_bytes(t.grad_dtype) : w;
+    out->add({Category::kGradients, "BF16_Optimizer flat gradient buffer", g, false,
+              DS "deepspeed/runtime/bf16_optimizer.py:176-177 (zeros_like(bf16 flat, grad_acc_dtype)); engine.py:1994-1996, 2013-2018"});
+    out->add({Category::kOptimizer, "fp32 master partition + Adam m, v (BF16_Optimizer)", t.optimizer_state_bytes, true,
+              DS "deepspeed/runtime/bf16_optimizer.py:162-171 (fp32 partition of the flat bf16 group)"});
+    return;
+  }
   if (l.zero == 0) {
     // bf16 with gradient accumulation in bf16 (the default) and no ZeRO: the
     // DDP_BFLOAT16 wrapper, an FP16_Optimizer with fp32 master copies.
