@@ -80,6 +80,7 @@ void parse_layout_into(std::string_view text, Layout* out, LayoutFields* set) {
     const std::string_view key = trim(item.substr(0, eq)), val = trim(item.substr(eq + 1));
     if (key == "dp") { out->dp = parse_positive(key, val, 1, kMaxGpus); set->dp = true; }
     else if (key == "tp") { out->tp = parse_positive(key, val, 1, kMaxGpus); set->tp = true; }
+    else if (key == "cp") { out->cp = parse_positive(key, val, 1, kMaxGpus); set->cp = true; }
     else if (key == "pp") { out->pp = parse_positive(key, val, 1, kMaxGpus); set->pp = true; }
     else if (key == "vpp") { out->vpp = parse_positive(key, val, 1, kMaxLayers); set->vpp = true; }
     else if (key == "mbs") { out->mbs = parse_positive(key, val, 1, kMaxBatch); set->mbs = true; }
@@ -120,7 +121,7 @@ void parse_layout_into(std::string_view text, Layout* out, LayoutFields* set) {
     } else {
       throw LayoutError(std::string(key),
                         "unknown layout field '" + std::string(key) +
-                            "'; known: dp, tp, pp, vpp, sp, zero, recompute, mbs, schedule, "
+                            "'; known: dp, tp, cp, pp, vpp, sp, zero, recompute, mbs, schedule, "
                             "first_stage_layers, last_stage_layers, recompute_method, recompute_layers");
     }
   }
@@ -138,7 +139,7 @@ std::string to_string(const Layout& l) {
   std::string s;
   s.reserve(96);
   s += "dp=" + std::to_string(l.dp) + ",tp=" + std::to_string(l.tp) +
-       ",pp=" + std::to_string(l.pp) + ",vpp=" + std::to_string(l.vpp) +
+       (l.cp > 1 ? ",cp=" + std::to_string(l.cp) : std::string()) + ",pp=" + std::to_string(l.pp) + ",vpp=" + std::to_string(l.vpp) +
        ",sp=" + (l.sp ? "1" : "0") + ",zero=" + std::to_string(l.zero) +
        ",recompute=" + recompute_name(l.recompute) + ",mbs=" + std::to_string(l.mbs) +
        ",schedule=" + schedule_name(l.schedule);

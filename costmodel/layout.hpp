@@ -24,6 +24,10 @@ enum class Schedule { k1F1B, kGPipe };
 struct Layout {
   int dp = 0;  // 0 = derive from the GPU count
   int tp = 1;
+  // Context parallelism: the sequence split over cp ranks, attention as a ring
+  // exchange of K and V (Megatron-LM --context-parallel-size, Transformer
+  // Engine's p2p context parallelism). Printed only when > 1, after tp.
+  int cp = 1;
   int pp = 1;
   int vpp = 1;  // virtual stages (model chunks) per pipeline rank
   bool sp = false;
@@ -41,7 +45,7 @@ struct Layout {
   RecomputeMethod recompute_method = RecomputeMethod::kUniform;
   int recompute_layers = 1;
 
-  int gpus() const { return dp * tp * pp; }
+  int gpus() const { return dp * tp * cp * pp; }
   bool interleaved() const { return schedule == Schedule::k1F1B && vpp > 1; }
   bool uneven() const { return first_stage_layers > 0 || last_stage_layers > 0; }
   bool partial_recompute_set() const { return recompute_method != RecomputeMethod::kUniform || recompute_layers != 1; }
@@ -68,7 +72,7 @@ bool parse_schedule(std::string_view text, Schedule* out, bool* interleaved);
 // Which fields a parse set explicitly, so that several sources (a layout string,
 // Megatron arguments, a DeepSpeed config) can be merged and checked for conflicts.
 struct LayoutFields {
-  bool dp = false, tp = false, pp = false, vpp = false, sp = false, zero = false,
+  bool dp = false, tp = false, cp = false, pp = false, vpp = false, sp = false, zero = false,
        recompute = false, mbs = false, schedule = false, first_stage_layers = false,
        last_stage_layers = false, recompute_method = false, recompute_layers = false;
 };

@@ -139,7 +139,11 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
   const std::int64_t psi = sp.total();
   const Profile& prof = profile(t.framework);
   const int wbytes = dtype_bytes(t.precision), gbytes = dtype_bytes(t.grad_dtype);
-  const int dp = l.dp;
+  // Model state is sharded over the data-parallel ranks and, with context
+  // parallelism, the cp ranks too: Megatron's DDP and distributed optimizer
+  // use the dp x cp group (NVIDIA/Megatron-LM@d98e8a64
+  // megatron/core/distributed/distributed_data_parallel.py:148-149, 283-293).
+  const int dp = l.dp * l.cp;
   const bool first = stage == 0, last = stage == l.pp - 1;
 
   // Model state: the framework's buffers, whole or sharded over dp
@@ -150,7 +154,8 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
   for (const StateBuffer& b : buffers) {
     const std::int64_t bytes = std::int64_t(std::llround(b.bytes_per_param * double(b.sharded ? shard : psi)));
     out.add(b.category, b.name, bytes, [&] {
-      return b.sharded ? fmt::format("{:g} B x {} params / dp {}", b.bytes_per_param, count(psi), dp)
+      return b.sharded ? fmt::format("{:g} B x {} params / {} {}", b.bytes_per_param, count(psi),
+                                     l.cp > 1 ? "dp x cp" : "dp", dp)
                        : fmt::format("{:g} B x {} params", b.bytes_per_param, count(psi));
     }, b.source);
   }
@@ -166,7 +171,8 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
   }
 
   // Activations saved for backward, times the micro-batches in flight.
-  const ActShape a{t.seq_length, l.mbs, l.tp, l.sp, dtype_bytes(t.precision)};
+  // With context parallelism each rank holds s/cp tokens of every sequence.
+  const ActShape a{t.seq_length / l.cp, l.mbs, l.tp, l.sp, dtype_bytes(t.precision)};
   const int micro = num_microbatches(s, l);
   const int in_flight = in_flight_chunks(l, micro, stage);
   const std::int64_t per_layer = layer_activation_bytes(m, t.flash_attention, l.recompute, a, prof.act);
@@ -267,6 +273,17 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
     if (H + X > peak.bytes) peak = {H + X, "output layer backward: input grad + residual grad"};
   }
   if (first && l.sp && H > peak.bytes) peak = {H, "embedding: partial sum before the reduce-scatter"};
+  if (l.cp > 1) {
+    // Ring attention (NVIDIA/TransformerEngine@d0067d0d transformer_engine/
+    // pytorch/attention/dot_product_attention/context_parallel.py): the
+    // forward keeps every received K|V chunk in p2p_comm_buffers until it
+    // returns (:1685-1717), cp chunks; the backward double-buffers K|V with
+    // dK|dV, 2 x 2 chunks (:2397-2401), beside the residual gradient.
+    const std::int64_t kv_chunk = 2 * a.s * a.b * m.kv_width() / l.tp * a.act_bytes;
+    const std::int64_t fwd = l.cp * kv_chunk, bwd = X + 4 * kv_chunk;
+    if (fwd > peak.bytes) peak = {fwd, "context-parallel ring: every K|V chunk of the forward"};
+    if (bwd > peak.bytes) peak = {bwd, "context-parallel ring: residual grad + K|V and dK|dV double buffers"};
+  }
   out.add(Category::kTransient, "short-lived buffers (peak)", peak.bytes, [&] {
     if (std::string_view(peak.phase) == "logits")
       return fmt::format("logits {} B x s {} x b {} x vocab/tp {} + {} B x s x b (cross-entropy row statistics)",
@@ -338,9 +355,11 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
             "FACTS.md: 0.3-0.5 GiB with lazy module loading (pytorch#107667, PR #86509); cluster key cuda_context_gib");
     // Communicators this rank joins that carry traffic (NCCL connects lazily):
     // tp, dp, the pipeline's point-to-point pair, the tied-embedding group.
-    const int comms = int(l.tp > 1) + int(dp > 1) + int(l.pp > 1) + int(l.pp > 1 && m.tie_embeddings && (first || last));
+    const int comms = int(l.tp > 1) + int(dp > 1) + int(l.pp > 1) + int(l.pp > 1 && m.tie_embeddings && (first || last)) +
+                      int(l.cp > 1);
     out.add(Category::kRuntime, "NCCL buffers", std::int64_t(std::llround(comms * c.nccl_comm_mib * 1024 * 1024)), [&] {
-      return fmt::format("{} communicators (tp {}, dp {}, pp {}) x nccl_comm_mib {:g} MiB", comms, l.tp, dp, l.pp, c.nccl_comm_mib);
+      return fmt::format("{} communicators (tp {}, dp {}, pp {}{}) x nccl_comm_mib {:g} MiB", comms, l.tp, l.dp, l.pp,
+                         l.cp > 1 ? fmt::format(", cp {}", l.cp) : std::string(), c.nccl_comm_mib);
     }, "NVIDIA/nccl@5067397c src/init.cc:810-828, src/include/device.h:26,97-98,114-115 (per-connection buffers)");
     const std::int64_t cublas = std::int64_t(std::llround(c.cublas_workspace_mib * 1024 * 1024));
     out.add(Category::kRuntime, "cuBLAS workspace (inside the allocator)", cublas,
@@ -459,7 +478,7 @@ MemoryEstimate estimate_memory(const Spec& s, const Layout& l) {
     e.stages.push_back(stage_memory(s, l, i));
     if (e.stages[i].total() > e.stages[e.heaviest_stage].total()) e.heaviest_stage = i;
   }
-  e.heaviest_rank = e.heaviest_stage * l.dp * l.tp;
+  e.heaviest_rank = e.heaviest_stage * l.dp * l.tp * l.cp;
   e.gpu_bytes = gpu_memory_bytes(s.cluster);
   e.usable_bytes = usable_memory_bytes(s);
   e.headroom_bytes = e.gpu_bytes - e.usable_bytes;

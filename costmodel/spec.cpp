@@ -20,6 +20,8 @@ const char* invalid_name(Invalid r) {
     case Invalid::kTpAcrossNodes: return "tp_across_nodes";
     case Invalid::kFramework: return "not_in_framework";
     case Invalid::kRecomputeMethod: return "recompute_method_needs_full";
+    case Invalid::kSeqCp: return "seq_not_divisible_by_2cp";
+    case Invalid::kCpAttention: return "cp_needs_flash_attention";
     case Invalid::kCount: break;
   }
   return "?";
@@ -57,14 +59,21 @@ std::optional<Invalid> layout_invalid(const Spec& s, const Layout& l, bool check
   // Every factor is checked against its bound before any product, so the
   // products below stay far inside 64 bits (factors <= 2^24, 2^16 layers).
   const std::int64_t gpus = s.num_gpus();
-  if (l.dp < 1 || l.tp < 1 || l.pp < 1 || l.dp > gpus || l.tp > gpus || l.pp > gpus) return Invalid::kGpuCount;
-  if (std::int64_t(l.dp) * l.tp * l.pp != gpus) return Invalid::kGpuCount;
+  if (l.dp < 1 || l.tp < 1 || l.pp < 1 || l.cp < 1 || l.dp > gpus || l.tp > gpus || l.pp > gpus || l.cp > gpus)
+    return Invalid::kGpuCount;
+  if (std::int64_t(l.dp) * l.tp * l.pp > gpus || std::int64_t(l.dp) * l.tp * l.pp * l.cp != gpus) return Invalid::kGpuCount;
   if (check_tp_span && l.tp > s.cluster.gpus_per_node && !s.search.allow_tp_across_nodes)
     return Invalid::kTpAcrossNodes;
   if (m.num_attention_heads % l.tp) return Invalid::kHeadsTp;
   if (m.num_kv_heads % l.tp) return Invalid::kKvHeadsTp;
   if (m.ffn_hidden_size % l.tp) return Invalid::kFfnTp;
-  if (l.sp && s.training.seq_length % l.tp) return Invalid::kSeqSp;
+  // Megatron-LM arguments.py:1335-1338: seq % (2·cp), each rank holding two
+  // chunks of s/(2cp) for causal load balance; with SP, s/cp splits over tp.
+  if (l.cp > 1 && s.training.seq_length % (2 * std::int64_t(l.cp))) return Invalid::kSeqCp;
+  if (l.sp && (s.training.seq_length / l.cp) % l.tp) return Invalid::kSeqSp;
+  // Context parallelism runs inside Transformer Engine's fused / flash
+  // attention (TE context_parallel.py); there is no unfused path.
+  if (l.cp > 1 && !s.training.flash_attention) return Invalid::kCpAttention;
   if (l.vpp < 1 || (l.vpp > 1 && (l.pp < 2 || l.schedule == Schedule::kGPipe))) return Invalid::kVpp;
   if (l.pp > m.num_layers || l.vpp > m.num_layers) return Invalid::kLayersPp;
   if (!l.uneven()) {
@@ -82,11 +91,11 @@ std::optional<Invalid> layout_invalid(const Spec& s, const Layout& l, bool check
 }
 
 namespace {
-// dp·tp·pp as text, exact while it fits in 64 bits (each factor is at most 2^24).
+// dp·tp·cp·pp as text, exact while it fits in 64 bits (each factor is at most 2^24).
 std::string gpu_product_text(const Layout& l) {
-  const std::int64_t tp_pp = std::int64_t(l.tp) * l.pp;
-  if (l.dp > 0 && tp_pp > (std::int64_t(1) << 62) / l.dp) return "more than 2^62";
-  return std::to_string(tp_pp * l.dp);
+  const double x = double(l.dp) * l.tp * l.pp * l.cp;
+  if (x > double(std::int64_t(1) << 62)) return "more than 2^62";
+  return std::to_string(std::int64_t(l.dp) * l.tp * l.pp * l.cp);
 }
 // Why first_stage_layers / last_stage_layers cannot split the model's layers.
 LayoutProblem uneven_problem(const Model& m, const Layout& l) {
@@ -117,13 +126,14 @@ std::optional<LayoutProblem> resolve_layout(const Spec& s, Layout* l, bool check
   if (l->tp == 1) l->sp = false;
   if (l->dp == 0) {
     const std::int64_t tp_pp = std::int64_t(l->tp) * l->pp;  // each at most kMaxGpus (layout parser)
-    if (l->tp < 1 || l->pp < 1 || tp_pp > gpus || gpus % tp_pp)
+    const std::int64_t tp_cp_pp = tp_pp <= gpus ? tp_pp * l->cp : tp_pp;
+    if (l->tp < 1 || l->pp < 1 || l->cp < 1 || tp_pp > gpus || tp_cp_pp > gpus || gpus % tp_cp_pp)
       return LayoutProblem{Invalid::kGpuCount, "tp",
-                           "tp*pp = " + to_string(tp_pp) + " does not divide the " +
+                           std::string(l->cp > 1 ? "tp*cp*pp = " : "tp*pp = ") + to_string(tp_cp_pp) + " does not divide the " +
                                to_string(gpus) + " GPUs of the spec (num_nodes " +
                                to_string(s.num_nodes) + " x gpus_per_node " +
                                to_string(s.cluster.gpus_per_node) + ")"};
-    l->dp = int(gpus / tp_pp);
+    l->dp = int(gpus / tp_cp_pp);
   }
   const auto r = layout_invalid(s, *l, check_tp_span);
   if (!r) return std::nullopt;
@@ -132,7 +142,8 @@ std::optional<LayoutProblem> resolve_layout(const Spec& s, Layout* l, bool check
   switch (*r) {
     case Invalid::kGpuCount:
       return LayoutProblem{*r, "dp",
-                           "dp*tp*pp = " + to_string(l->dp) + "*" + to_string(l->tp) + "*" +
+                           std::string(l->cp > 1 ? "dp*tp*cp*pp = " : "dp*tp*pp = ") + to_string(l->dp) + "*" +
+                               to_string(l->tp) + "*" + (l->cp > 1 ? to_string(l->cp) + "*" : std::string()) +
                                to_string(l->pp) + " = " + gpu_product_text(*l) +
                                " GPUs, but the spec has " + to_string(gpus) + " (num_nodes " +
                                to_string(s.num_nodes) + " x gpus_per_node " +
@@ -152,7 +163,8 @@ std::optional<LayoutProblem> resolve_layout(const Spec& s, Layout* l, bool check
     case Invalid::kSeqSp:
       return LayoutProblem{*r, "sp",
                            "sequence parallelism needs seq_length " + to_string(t.seq_length) +
-                               " divisible by tp " + to_string(l->tp)};
+                               (l->cp > 1 ? " / cp " + to_string(l->cp) : std::string()) + " divisible by tp " +
+                               to_string(l->tp)};
     case Invalid::kVpp:
       return LayoutProblem{*r, "vpp",
                            "vpp = " + to_string(l->vpp) +
@@ -179,10 +191,20 @@ std::optional<LayoutProblem> resolve_layout(const Spec& s, Layout* l, bool check
     case Invalid::kFramework: {
       const bool zero = !profile(t.framework).zero_supported[l->zero];
       const bool rc = !profile(t.framework).recompute_supported[int(l->recompute)];
-      return LayoutProblem{*r, zero ? "zero" : rc ? "recompute" : "recompute_method",
+      const bool method = l->partial_recompute_set() && profile(t.framework).partial_recompute_note;
+      return LayoutProblem{*r, zero ? "zero" : rc ? "recompute" : method ? "recompute_method" : "cp",
                            std::string("framework ") + framework_name(t.framework) + ": " +
                                framework_unsupported(profile(t.framework), *l)};
     }
+    case Invalid::kSeqCp:
+      return LayoutProblem{*r, "cp",
+                           "context parallelism needs seq_length " + to_string(t.seq_length) +
+                               " divisible by 2*cp = " + to_string(2 * std::int64_t(l->cp)) +
+                               " (Megatron-LM arguments.py:1335-1338)"};
+    case Invalid::kCpAttention:
+      return LayoutProblem{*r, "cp",
+                           "context parallelism runs in flash / fused attention (Transformer Engine); set "
+                           "training.flash_attention: true"};
     case Invalid::kRecomputeMethod:
       return LayoutProblem{*r, l->recompute_method != RecomputeMethod::kUniform ? "recompute_method" : "recompute_layers",
                            std::string("recompute_method and recompute_layers apply to recompute=full (Megatron-LM "

@@ -15,7 +15,7 @@ namespace paraplan {
 
 // Allowed values per layout dimension for the search; empty = unconstrained.
 struct SearchSpace {
-  std::vector<int> dp, tp, pp, vpp, zero, mbs;
+  std::vector<int> dp, tp, cp, pp, vpp, zero, mbs;
   std::vector<Recompute> recompute;
   std::vector<int> sp;  // 0 / 1
   std::vector<Schedule> schedule;
@@ -36,7 +36,7 @@ struct Spec {
 
 // Why a layout cannot run at all (as opposed to "does not fit").
 enum class Invalid {
-  kGpuCount,        // dp·tp·pp != GPUs
+  kGpuCount,        // dp·tp·cp·pp != GPUs
   kHeadsTp,         // attention heads % tp
   kKvHeadsTp,       // kv heads % tp
   kFfnTp,           // ffn hidden % tp
@@ -48,6 +48,8 @@ enum class Invalid {
   kTpAcrossNodes,   // tp larger than a node without the search flag
   kFramework,       // a ZeRO stage or recompute policy the framework does not have
   kRecomputeMethod, // recompute_method / recompute_layers without recompute = full
+  kSeqCp,           // seq length % (2·cp) with context parallelism
+  kCpAttention,     // context parallelism without flash (fused) attention
   kCount
 };
 const char* invalid_name(Invalid r);

@@ -24,14 +24,21 @@ double attention_gemm_time(const Gemm& g, const Cluster& c, int elem_bytes) {
 
 namespace {
 
-// The parallel groups of a layout on the cluster (Megatron order: tp, dp, pp).
+// The parallel groups of a layout on the cluster, in Megatron's order
+// tp, cp, dp, pp (NVIDIA/Megatron-LM@d98e8a64 megatron/core/parallel_state.py:617
+// "tp-cp-ep-dp-pp"): tp ranks adjacent, cp ranks tp apart, dp ranks tp·cp
+// apart. Gradients reduce over dp x cp (Megatron's dp_cp group: stride tp).
 struct Groups {
-  GroupPlacement tp, dp, pp;
+  GroupPlacement tp, dp, pp, cp;
 };
 
 Groups place_groups(const Cluster& c, const Layout& l) {
-  return {place_group(c, l.tp, 1), place_group(c, l.dp, l.tp), place_group(c, l.pp, l.tp * l.dp)};
+  return {place_group(c, l.tp, 1), place_group(c, l.dp * l.cp, l.tp), place_group(c, l.pp, l.tp * l.cp * l.dp),
+          place_group(c, l.cp, l.tp)};
 }
+
+// Data-parallel ranks that share gradients and optimizer shards: dp x cp.
+int dp_cp(const Layout& l) { return l.dp * l.cp; }
 
 struct LayerTime {
   double total = 0;  // whole layer forward
@@ -39,7 +46,8 @@ struct LayerTime {
 };
 
 int act_bytes(const Training& t) { return dtype_bytes(t.precision); }
-double tokens(const Training& t, const Layout& l) { return double(l.mbs) * t.seq_length; }
+// Tokens of one micro-batch on one rank: its sequence shard with context parallelism.
+double tokens(const Training& t, const Layout& l) { return double(l.mbs) * t.seq_length / l.cp; }
 // Tokens a norm, residual or dropout sees on one rank: the sequence shard with SP
 // (Korthikanti et al. 2022 §4.2.2), all of them (replicated over tp) without.
 double norm_tokens(const Training& t, const Layout& l) {
@@ -79,24 +87,31 @@ double attention_core_memory_bound_bytes(const Model& m, const Training& t, cons
 // with only Q, K, V read and O written through HBM (Dao et al. 2022, §3.2).
 double flash_attention_time(const LayerGemms& g, const Model& m, const Training& t,
                             const Layout& l, const Cluster& c) {
+  // With context parallelism the rank's s/cp queries meet all s keys, in cp
+  // ring steps (causal, load-balanced: 1/cp of the whole attention's FLOPs),
+  // reading each received K|V chunk.
   double flops = 0;
   for (const Gemm& x : g)
     if (x.core_attention) flops += x.flops();
+  flops /= l.cp;
   const double qkvo = 2 * double(m.q_width() + m.kv_width()) / l.tp;
-  const double bytes = tokens(t, l) * qkvo * act_bytes(t);
+  const double bytes = tokens(t, l) * (qkvo + (l.cp - 1) * 2.0 * double(m.kv_width()) / l.tp) * act_bytes(t);
   return std::max(flops / (c.gpu.peak_tflops_bf16 * 1e12 * c.attention_eff()),
                   memory_bound_time(bytes, c));
 }
 
 // One layer's forward on one tp rank: GEMMs on the roofline plus memory-bound ops.
 LayerTime layer_forward_time(const Model& m, const Training& t, const Layout& l, const Cluster& c) {
+  // Every GEMM but attention's sees the rank's s/cp tokens; the attention
+  // core, the whole sequence's, split cp ways (flash_attention_time).
   const LayerGemms g = layer_gemms(m, l.mbs, t.seq_length, l.tp);
+  const LayerGemms gc = l.cp > 1 ? layer_gemms(m, l.mbs, double(t.seq_length) / l.cp, l.tp) : g;
   const int ab = act_bytes(t);
   LayerTime r;
-  for (const Gemm& x : g) {
+  for (const Gemm& x : gc)
     if (!x.core_attention) r.total += gemm_time(x, c, ab);
-    else if (!t.flash_attention) r.core += attention_gemm_time(x, c, ab);
-  }
+  for (const Gemm& x : g)
+    if (x.core_attention && !t.flash_attention) r.core += attention_gemm_time(x, c, ab);
   if (t.flash_attention) r.core += flash_attention_time(g, m, t, l, c);
   r.core += memory_bound_time(attention_core_memory_bound_bytes(m, t, l), c);
   r.total += r.core + memory_bound_time(layer_memory_bound_bytes(m, t, l), c);
@@ -187,6 +202,25 @@ double pipeline_p2p_time(const Model& m, const Training& t, const Layout& l, con
   return 2.0 * l.vpp * group_p2p_time(c, g, bytes);
 }
 
+// Ring attention (Transformer Engine's p2p context parallelism,
+// NVIDIA/TransformerEngine@d0067d0d .../dot_product_attention/context_parallel.py
+// :1697-1717): cp − 1 steps, each sending the K|V chunk the rank holds (its
+// s/cp tokens' K and V) to the next cp rank while it attends to that chunk;
+// the backward circulates K|V and dK|dV, twice the bytes. A step's send runs
+// on a second stream beside the attention of one chunk (1/cp of the core), so
+// only what outlasts it is exposed. Returns {forward, backward} per layer.
+struct CpRing {
+  double forward_s = 0, backward_s = 0;
+};
+CpRing cp_ring_exposed_time(const Model& m, const Training& t, const Layout& l, const Cluster& c,
+                            const GroupPlacement& g, double core_forward_s) {
+  if (l.cp <= 1) return {};
+  const double chunk = tokens(t, l) * 2.0 * double(m.kv_width()) / l.tp * act_bytes(t);
+  const double step_f = core_forward_s / l.cp, step_b = (t.flash_attention ? 2.5 : 2.0) * core_forward_s / l.cp;
+  return {(l.cp - 1) * std::max(0.0, group_p2p_time(c, g, chunk) - step_f),
+          (l.cp - 1) * std::max(0.0, group_p2p_time(c, g, 2 * chunk) - step_b)};
+}
+
 // A DP collective over `params` parameters in buckets of grad_bucket_params
 // (Megatron DDP and DeepSpeed bucket their reductions): n buckets of params/n.
 template <class Collective>
@@ -200,7 +234,7 @@ double bucketed(const Training& t, double params, Collective&& coll) {
 // Gradient reduction over dp: all-reduce (ZeRO-0) or reduce-scatter (ZeRO ≥ 1)
 // of the stage's gradients in grad_dtype (Rajbhandari et al. 2020 §7).
 double dp_grad_reduce_time(const Spec& s, const Layout& l, const GroupPlacement& g, double params) {
-  if (l.dp <= 1) return 0;
+  if (dp_cp(l) <= 1) return 0;
   const double gb = dtype_bytes(s.training.grad_dtype);
   return bucketed(s.training, params, [&](double p) {
     return l.zero == 0 ? group_allreduce_time(s.cluster, g, p * gb)
@@ -212,7 +246,7 @@ double dp_grad_reduce_time(const Spec& s, const Layout& l, const GroupPlacement&
 // step with ZeRO 1/2 (Megatron's distributed optimizer), before every forward
 // and backward with ZeRO-3 (Rajbhandari et al. 2020 §7.2).
 double dp_param_gather_time(const Spec& s, const Layout& l, const GroupPlacement& g, double params) {
-  if (l.dp <= 1 || l.zero == 0) return 0;
+  if (dp_cp(l) <= 1 || l.zero == 0) return 0;
   const double wb = dtype_bytes(s.training.precision);
   return bucketed(s.training, params,
                   [&](double p) { return group_allgather_time(s.cluster, g, p * wb); });
@@ -225,7 +259,7 @@ double dp_param_gather_time(const Spec& s, const Layout& l, const GroupPlacement
 // Cluster::optimizer_eff() of the HBM bandwidth.
 double optimizer_step_time(const Spec& s, const Layout& l, double params) {
   const Training& t = s.training;
-  const double shard = l.zero >= 1 ? double(std::int64_t((params + l.dp - 1) / l.dp)) : params;
+  const double shard = l.zero >= 1 ? double(std::int64_t((params + dp_cp(l) - 1) / dp_cp(l))) : params;
   const double wb = dtype_bytes(t.precision), gb = dtype_bytes(t.grad_dtype);
   const double weights = t.precision == DType::kFp32 ? 2 * wb : wb;
   const double bytes = shard * (2 * gb + 2 * t.optimizer_state_bytes + weights);
@@ -236,7 +270,7 @@ double optimizer_step_time(const Spec& s, const Layout& l, double params) {
 // gradients are reduce-scattered in its own backward (DeepSpeed reduces its
 // IPG buckets at every micro-step; Rajbhandari et al. 2020 §5.2); ZeRO 0 and 1
 // accumulate the full gradients and reduce them once a step.
-bool reduces_every_microbatch(const Layout& l) { return l.zero >= 2 && l.dp > 1; }
+bool reduces_every_microbatch(const Layout& l) { return l.zero >= 2 && dp_cp(l) > 1; }
 
 // DP communication a stage leaves exposed at the end of the step (ZeRO 0–2):
 // the gradient reduction overlaps with the backward of the last micro-batch
@@ -318,6 +352,8 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
   // (the re-run forward repeats them; Korthikanti et al. 2022 §5).
   r.tp_comm_s = (4 * layers + 2 * recomputed) * pl.tp_collective_s + tp_embedding_output_comm_time(m, t, l, c, g.tp, first, last);
   r.pp_comm_s = pipeline_p2p_time(m, t, l, c, g.pp);
+  const CpRing ring = cp_ring_exposed_time(m, t, l, c, g.cp, f.core);
+  r.cp_comm_s = layers * (ring.forward_s + ring.backward_s) + recomputed * ring.forward_s;
   r.zero3_s = zero3_exposed_gather_time(s, l, g.dp, stage_param_count(s, l, stage), r.forward_s,
                                         r.backward_s);
   return r;
@@ -340,6 +376,7 @@ StageStepTerms stage_step_terms(const Spec& s, const Layout& l, int stage) {
   r.optimizer_s = optimizer_step_time(s, l, params);
   r.tp_comm_s = m * mb.tp_comm_s;
   r.pp_comm_s = m * mb.pp_comm_s;
+  r.cp_comm_s = m * mb.cp_comm_s;
   r.bubble_s = estimate_time(s, l).bubble_s;
   r.dp_comm_s = dp_grad_reduce_time(s, l, g.dp, params) * (reduces_every_microbatch(l) ? m : 1) +
                 dp_param_gather_time(s, l, g.dp, params) * (l.zero >= 3 ? 2 * m : 1);
@@ -378,6 +415,7 @@ StepTime estimate_time(const Spec& s, const Layout& l) {
   r.compute_s = m * (crit->forward_s + crit->backward_s);
   r.tp_comm_s = m * crit->tp_comm_s;
   r.pp_comm_s = m * crit->pp_comm_s;
+  r.cp_comm_s = m * crit->cp_comm_s;
 
   // End of step: DP reduction left exposed + optimizer, on the slowest of the
   // three representative stages.
@@ -396,7 +434,7 @@ StepTime estimate_time(const Spec& s, const Layout& l) {
   r.dp_comm_total_s = dp_grad_reduce_time(s, l, g.dp, tail_params) * (reduces_every_microbatch(l) ? m : 1) +
                       dp_param_gather_time(s, l, g.dp, tail_params) * (l.zero >= 3 ? 2 * m : 1);
 
-  r.step_s = r.compute_s + r.tp_comm_s + r.pp_comm_s + r.dp_comm_s + r.bubble_s + r.optimizer_s;
+  r.step_s = r.compute_s + r.tp_comm_s + r.pp_comm_s + r.cp_comm_s + r.dp_comm_s + r.bubble_s + r.optimizer_s;
 
   const Training& t = s.training;
   const double gpus = l.gpus(), peak = s.cluster.gpu.peak_tflops_bf16 * 1e12;
@@ -411,7 +449,7 @@ StepTime estimate_time(const Spec& s, const Layout& l) {
   r.hfu = r.hardware_flops_per_step / (r.step_s * gpus * peak);
   r.bubble_fraction = bubble_fraction_of_step(l, r.microbatches);
   r.bubble_fraction_of_ideal = bubble_fraction_of_ideal(l, r.microbatches);
-  r.exposed_comm_fraction = (r.tp_comm_s + r.pp_comm_s + r.dp_comm_s) / r.step_s;
+  r.exposed_comm_fraction = (r.tp_comm_s + r.pp_comm_s + r.cp_comm_s + r.dp_comm_s) / r.step_s;
   return r;
 }
 

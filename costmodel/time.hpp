@@ -12,11 +12,12 @@
 namespace paraplan {
 
 struct StepTime {
-  // step_s = compute_s + tp_comm_s + pp_comm_s + dp_comm_s + bubble_s + optimizer_s.
+  // step_s = compute_s + tp_comm_s + pp_comm_s + cp_comm_s + dp_comm_s + bubble_s + optimizer_s.
   double step_s = 0;
   double compute_s = 0;    // m × (forward + backward + recompute) of the slowest stage
   double tp_comm_s = 0;    // m × TP/SP collectives of that stage (critical path)
   double pp_comm_s = 0;    // m × pipeline sends of that stage
+  double cp_comm_s = 0;    // m × context-parallel ring exchange left exposed beside attention
   double dp_comm_s = 0;    // DP/ZeRO communication left exposed after overlap
   double bubble_s = 0;     // pipeline fill and drain
   double optimizer_s = 0;  // optimizer step on this rank's (sharded) parameters
@@ -40,7 +41,7 @@ struct StepTime {
   static constexpr const char* kBubbleDefinition =
       "bubble_fraction = (p-1)/(v*m+p-1) of the pipeline time (Narayanan et al. 2021 eq. 1); "
       "bubble_fraction_of_ideal = (p-1)/(v*m)";
-  // (tp_comm_s + pp_comm_s + dp_comm_s) / step_s.
+  // (tp_comm_s + pp_comm_s + cp_comm_s + dp_comm_s) / step_s.
   double exposed_comm_fraction = 0;
 };
 
@@ -50,8 +51,9 @@ struct StageMicrobatch {
   double backward_s = 0;  // backward, plus recomputation
   double tp_comm_s = 0;   // TP/SP collectives, forward and backward
   double pp_comm_s = 0;   // point-to-point sends and receives
+  double cp_comm_s = 0;   // context-parallel K|V ring, exposed part
   double zero3_s = 0;     // ZeRO-3 parameter gathers not hidden behind compute
-  double total() const { return forward_s + backward_s + tp_comm_s + pp_comm_s + zero3_s; }
+  double total() const { return forward_s + backward_s + tp_comm_s + pp_comm_s + cp_comm_s + zero3_s; }
 };
 
 // Roofline time of one GEMM (Williams et al. 2009): the larger of its FLOPs at
@@ -76,6 +78,7 @@ struct StageStepTerms {
   double optimizer_s = 0;  // this stage's optimizer step
   double tp_comm_s = 0;    // m × TP/SP collectives
   double pp_comm_s = 0;    // m × pipeline sends and receives
+  double cp_comm_s = 0;    // m × context-parallel ring exchange, exposed
   double bubble_s = 0;     // pipeline fill and drain (StepTime::bubble_s)
   double dp_comm_s = 0;    // every DP/ZeRO collective of the stage, overlapped or not
 };

@@ -80,7 +80,7 @@ constexpr const char* kReadMegatronFlags[] = {
     "--recompute-activations", "--recompute-granularity", "--recompute-method", "--recompute-num-layers",
     "--checkpoint-activations", "--checkpoint-num-layers", "--activations-checkpoint-method",
     "--activations-checkpoint-num-layers", "--bf16", "--fp16", "--grad-reduce-in-bf16", "--attention-backend",
-    "--use-flash-attn", "--overlap-grad-reduce", "--overlap-param-gather", "--context-parallel-size",
+    "--use-flash-attn", "--overlap-grad-reduce", "--overlap-param-gather", "--context-parallel-size", "--cp-comm-type",
     "--expert-model-parallel-size", "--fp8-format", "--fp8-param-gather", "--num-layers", "--hidden-size",
     "--num-attention-heads", "--ffn-hidden-size", "--num-query-groups", "--swiglu",
     "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--add-qkv-bias", "--normalization",
@@ -267,9 +267,13 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
       if ((v == "rope" && !rope) || (v == "learned_absolute" && rope))
         fail(src, flag, "is " + v + " but the model's position_embedding is " + (rope ? "rope" : "learned"));
     }
-    else if (flag == "--context-parallel-size" || flag == "--expert-model-parallel-size") {
+    else if (flag == "--context-parallel-size") d.l.cp = capped_int(src, flag, val(), kMaxGpus), d.set.cp = true;
+    else if (flag == "--cp-comm-type") {
+      // Only the p2p ring (Megatron's default, arguments.py:3221) is modelled.
+      if (val() != "p2p") fail(src, flag, "only p2p (ring attention, the default) is modelled, got '" + value + "'");
+    } else if (flag == "--expert-model-parallel-size") {
       if (to_pos_int(src, flag, val(), 1) != 1)
-        fail(src, flag, "context and expert parallelism are not modelled; expected 1");
+        fail(src, flag, "expert parallelism is not modelled; expected 1");
     }
     // Every other Megatron flag does not change the memory layout: ignored.
   }
@@ -445,6 +449,7 @@ void merge(Draft* into, const Draft& from) {
   };
   field(from.set.dp, &into->set.dp, [](const Layout& l) { return l.dp; }, "dp");
   field(from.set.tp, &into->set.tp, [](const Layout& l) { return l.tp; }, "tp");
+  field(from.set.cp, &into->set.cp, [](const Layout& l) { return l.cp; }, "cp");
   field(from.set.pp, &into->set.pp, [](const Layout& l) { return l.pp; }, "pp");
   field(from.set.vpp, &into->set.vpp, [](const Layout& l) { return l.vpp; }, "vpp");
   field(from.set.sp, &into->set.sp, [](const Layout& l) { return int(l.sp); }, "sp");
@@ -462,6 +467,7 @@ void merge(Draft* into, const Draft& from) {
         [](const Layout& l) { return l.last_stage_layers; }, "last_stage_layers");
   if (from.set.dp) into->l.dp = from.l.dp;
   if (from.set.tp) into->l.tp = from.l.tp;
+  if (from.set.cp) into->l.cp = from.l.cp;
   if (from.set.pp) into->l.pp = from.l.pp;
   if (from.set.vpp) into->l.vpp = from.l.vpp;
   if (from.set.sp) into->l.sp = from.l.sp;
@@ -506,7 +512,7 @@ Layout layout_from_sources(Spec* spec, const std::string& spec_file, const Layou
   if (ds_accumulation) {
     // Global batch from the DeepSpeed identity: micro × accumulation × dp.
     const int gpus = spec->num_gpus();
-    const std::int64_t tp_pp = std::int64_t(l.tp) * l.pp;
+    const std::int64_t tp_pp = std::int64_t(l.tp) * l.pp * (std::int64_t(l.tp) * l.pp <= gpus ? l.cp : 1);
     if (l.dp == 0 && tp_pp <= gpus && gpus % tp_pp == 0) l.dp = int(gpus / tp_pp);
     const std::int64_t gbs = std::int64_t(l.mbs) * ds_accumulation * std::max(l.dp, 1);  // each <= 2^31
     if (gbs > kMaxBatch)

@@ -13,6 +13,7 @@ json time_json(const StepTime& t) {
           {"compute_s", t.compute_s},
           {"tp_comm_s", t.tp_comm_s},
           {"pp_comm_s", t.pp_comm_s},
+          {"cp_comm_s", t.cp_comm_s},
           {"dp_comm_s", t.dp_comm_s},
           {"bubble_s", t.bubble_s},
           {"optimizer_s", t.optimizer_s},
@@ -48,11 +49,12 @@ std::string time_text(const StepTime& t, const Layout& l) {
   const auto pct = [&](double x) { return t.step_s > 0 ? 100.0 * x / t.step_s : 0.0; };
   std::string o = fmt::format(
       "step {:.3f} s = compute {:.3f} ({:.0f}%) + tp comm {:.3f} ({:.0f}%) + pp comm {:.3f} "
-      "({:.0f}%) + exposed dp comm {:.3f} ({:.0f}%) + bubble {:.3f} ({:.0f}%) + optimizer {:.3f} "
+      "({:.0f}%){} + exposed dp comm {:.3f} ({:.0f}%) + bubble {:.3f} ({:.0f}%) + optimizer {:.3f} "
       "({:.0f}%)\n",
       t.step_s, t.compute_s, pct(t.compute_s), t.tp_comm_s, pct(t.tp_comm_s), t.pp_comm_s,
-      pct(t.pp_comm_s), t.dp_comm_s, pct(t.dp_comm_s), t.bubble_s, pct(t.bubble_s), t.optimizer_s,
-      pct(t.optimizer_s));
+      pct(t.pp_comm_s),
+      l.cp > 1 ? fmt::format(" + exposed cp ring {:.3f} ({:.0f}%)", t.cp_comm_s, pct(t.cp_comm_s)) : std::string(),
+      t.dp_comm_s, pct(t.dp_comm_s), t.bubble_s, pct(t.bubble_s), t.optimizer_s, pct(t.optimizer_s));
   o += fmt::format(
       "     {:.0f} tokens/s, {:.1f} TFLOP/s per GPU, MFU {:.1f}% (HFU {:.1f}%); {} micro-batches of "
       "{:.3f} s on stage {}",
@@ -77,6 +79,7 @@ std::string why_recommended(const Plan& plan) {
   const Term terms[] = {{"compute", a.time.compute_s, b.time.compute_s},
                         {"tensor-parallel communication", a.time.tp_comm_s, b.time.tp_comm_s},
                         {"pipeline communication", a.time.pp_comm_s, b.time.pp_comm_s},
+                        {"context-parallel ring exchange", a.time.cp_comm_s, b.time.cp_comm_s},
                         {"exposed data-parallel communication", a.time.dp_comm_s, b.time.dp_comm_s},
                         {"pipeline bubble", a.time.bubble_s, b.time.bubble_s},
                         {"optimizer time", a.time.optimizer_s, b.time.optimizer_s}};

@@ -58,14 +58,27 @@ bool allowed_enum(const std::vector<T>& only, T v) {
 // Why every layout with this tp, pp and dp is invalid whatever the inner
 // dimensions, if it is (checked in layout_invalid's order), so that the search
 // counts them without walking the inner loops.
-std::optional<Invalid> outer_invalid(const Spec& s, int tp, int pp, int dp) {
+std::optional<Invalid> outer_invalid(const Spec& s, int tp, int cp, int pp, int dp) {
   const Model& m = s.model;
-  if (std::int64_t(dp) * tp * pp != s.num_gpus()) return Invalid::kGpuCount;
+  if (std::int64_t(dp) * tp * pp > s.num_gpus() || std::int64_t(dp) * tp * pp * cp != s.num_gpus())
+    return Invalid::kGpuCount;
   if (tp > s.cluster.gpus_per_node && !s.search.allow_tp_across_nodes) return Invalid::kTpAcrossNodes;
   if (m.num_attention_heads % tp) return Invalid::kHeadsTp;
   if (m.num_kv_heads % tp) return Invalid::kKvHeadsTp;
   if (m.ffn_hidden_size % tp) return Invalid::kFfnTp;
   return std::nullopt;
+}
+
+// Context-parallel sizes to try: the spec's list, else 1 and every divisor of
+// the GPUs left after tp that splits the sequence into 2·cp equal chunks
+// (Megatron's load-balanced ring), when attention is flash / fused.
+std::vector<int> cp_domain(const Spec& s, const std::vector<int>& only, int tp) {
+  if (!only.empty()) return unique_values(only);
+  std::vector<int> out{1};
+  if (!s.training.flash_attention) return out;
+  for (int d : divisors(std::max(1, s.num_gpus() / tp)))
+    if (d > 1 && s.training.seq_length % (2 * std::int64_t(d)) == 0) out.push_back(d);
+  return out;
 }
 
 // Values of one dimension to try: the spec's list if it gives one (invalid
@@ -160,9 +173,11 @@ Plan make_plan(const Spec& s) {
   int recomputes = 0;
   for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) recomputes += allowed_enum(q.recompute, rc);
   for (int tp : domain(q.tp, divisors(gpus))) {
-    for (int pp : domain(q.pp, divisors(std::max(1, gpus / tp)))) {
-      const std::int64_t tp_pp = std::int64_t(tp) * pp;  // each <= 2e9: no overflow
-      const int dp = tp_pp > gpus || gpus % tp_pp ? 1 : int(gpus / tp_pp);
+   for (int cp : cp_domain(s, q.cp, tp)) {
+    const int rest = tp * std::int64_t(cp) > gpus ? 1 : std::max(1, gpus / (tp * cp));
+    for (int pp : domain(q.pp, divisors(rest))) {
+      const std::int64_t tp_pp = std::int64_t(tp) * pp * cp;  // each <= 2^24, the product checked below
+      const int dp = std::int64_t(tp) * pp > gpus || tp_pp > gpus || gpus % tp_pp ? 1 : int(gpus / tp_pp);
       if (!allowed(q.dp, dp)) continue;
       const std::vector<int> mbss =
           domain(q.mbs, gbs % dp == 0 ? divisors(gbs / dp) : std::vector<int>{1});
@@ -174,7 +189,7 @@ Plan make_plan(const Spec& s) {
       std::vector<int> vpps{1};
       if (pp > 1 && split.vpp_of > 0) vpps = divisors(split.vpp_of);
       const std::vector<int> vpp_values = domain(q.vpp, vpps);
-      if (const auto bad = outer_invalid(s, tp, pp, dp)) {
+      if (const auto bad = outer_invalid(s, tp, cp, pp, dp)) {
         // Every inner layout is rejected for the same reason: count them.
         std::int64_t n = 0;
         for (int vpp : vpp_values)
@@ -195,7 +210,7 @@ Plan make_plan(const Spec& s) {
                 for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
                   if (!allowed_enum(q.recompute, rc)) continue;
                   Layout l;
-                  l.dp = dp, l.tp = tp, l.pp = pp, l.vpp = vpp, l.sp = sp, l.zero = zero;
+                  l.dp = dp, l.tp = tp, l.cp = cp, l.pp = pp, l.vpp = vpp, l.sp = sp, l.zero = zero;
                   l.recompute = rc, l.mbs = mbs, l.schedule = sched;
                   l.first_stage_layers = split.first, l.last_stage_layers = split.last;
                   if (const auto bad = layout_invalid(s, l)) {
@@ -222,6 +237,7 @@ Plan make_plan(const Spec& s) {
         }
       }
     }
+   }
   }
   std::sort(plan.candidates.begin(), plan.candidates.end(), [](const Candidate& a, const Candidate& b) {
     if (a.fits != b.fits) return a.fits;

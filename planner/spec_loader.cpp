@@ -234,13 +234,14 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
 void load_search(const MapReader& top, const std::string& file, SearchSpace* s) {
   if (!top.has("search")) return;
   const MapReader r(top.child("search"), file, "search.",
-                    {"dp", "tp", "pp", "vpp", "sp", "zero", "recompute", "mbs", "schedule",
+                    {"dp", "tp", "cp", "pp", "vpp", "sp", "zero", "recompute", "mbs", "schedule",
                      "allow_tp_across_nodes"});
   auto ints = [&](const char* k, std::int64_t min_v, std::vector<int>* out) {
     for (auto v : r.opt_int_list(k, min_v)) out->push_back(to_int(r, k, v));
   };
   ints("dp", 1, &s->dp);
   ints("tp", 1, &s->tp);
+  ints("cp", 1, &s->cp);
   ints("pp", 1, &s->pp);
   ints("vpp", 1, &s->vpp);
   ints("mbs", 1, &s->mbs);

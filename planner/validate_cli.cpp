@@ -93,6 +93,10 @@ Resolved resolve(ValidateOptions& o) {
     } catch (const LayoutError& e) {
       throw SpecError("--layout", 0, e.field(), e.what());
     }
+    if (f.cp && probe.cp > 1)
+      throw SpecError("--layout", 0, "cp",
+                      "the validator does not execute context parallelism (ring attention); cp > 1 is predicted by "
+                      "plan/explain/check, validate runs cp=1");
     if (f.dp) {
       const int n = probe.dp * probe.tp * probe.pp, gpn = r.spec.cluster.gpus_per_node;
       if (n <= gpn) r.spec.num_nodes = 1, r.spec.cluster.gpus_per_node = n;
@@ -113,6 +117,10 @@ Resolved resolve(ValidateOptions& o) {
         throw SpecError("--layout", 0, r.layout.first_stage_layers > 0 ? "first_stage_layers" : "last_stage_layers",
                         fmt::format("the validator runs model chunks of at least one layer; virtual stage {} has none", vs));
   }
+  if (r.layout.cp > 1)
+    throw SpecError("--layout", 0, "cp",
+                    "the validator does not execute context parallelism (ring attention); cp > 1 is predicted by "
+                    "plan/explain/check, validate runs cp=1");
   if (r.layout.recompute == Recompute::kFull && r.layout.recompute_method == RecomputeMethod::kUniform &&
       r.layout.recompute_layers > 1)
     throw SpecError("--layout", 0, "recompute_layers",

@@ -343,7 +343,7 @@ TEST_CASE("malformed --layout strings", "[cli][errors][layout]") {
   const Files b = base_files();
   run_error_cases({
       {"unknown field", b, check_with({"--layout", "tp=2,foo=1"}), 2,
-       {"--layout: layout.foo: ", "unknown layout field 'foo'", "known: dp, tp, pp"}},
+       {"--layout: layout.foo: ", "unknown layout field 'foo'", "known: dp, tp, cp, pp"}},
       {"zero=5", b, check_with({"--layout", "zero=5"}), 2, {"--layout: layout.zero: ", "0-3", "got 5"}},
       {"recompute=partial", b, check_with({"--layout", "recompute=partial"}), 2,
        {"--layout: layout.recompute: ", "none, selective or full", "'partial'"}},
@@ -386,8 +386,9 @@ TEST_CASE("malformed --megatron-args", "[cli][errors][megatron]") {
       {"unknown recompute granularity", b,
        check_with({"--megatron-args", "--recompute-granularity partial"}), 2,
        {"--megatron-args: --recompute-granularity: ", "full or selective"}},
-      {"context parallelism is not modelled", b, check_with({"--megatron-args", "--context-parallel-size 2"}),
-       2, {"--megatron-args: --context-parallel-size: ", "not modelled"}},
+      {"context parallelism without flash attention", b,
+       check_with({"--megatron-args", "--context-parallel-size 2 --attention-backend unfused"}), 2,
+       {"layout.cp: ", "flash / fused attention"}},
       {"layers per virtual stage that do not divide a stage", b,
        check_with({"--megatron-args",
                    "--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 5"}),

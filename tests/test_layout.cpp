@@ -160,6 +160,30 @@ TEST_CASE("Meta's Llama-3.1-405B layout from Megatron-LM arguments: uneven first
   const Layout l = layout_from_sources(&s, "spec.yaml", r);
   CHECK(to_string(l) ==
         "dp=128,tp=8,pp=16,vpp=1,sp=1,zero=1,recompute=none,mbs=1,schedule=1f1b,first_stage_layers=7,last_stage_layers=7");
+  // The 128K-context variant (Llama 3 paper Table 4): TP 8, CP 16, PP 16, DP 8,
+  // sequences of 131,072 tokens, 16 per DP rank.
+  {
+    Spec s2 = s;
+    s2.training.flash_attention = true;
+    LayoutRequest rc;
+    rc.megatron_args =
+        "--tensor-model-parallel-size 8 --context-parallel-size 16 --pipeline-model-parallel-size 16 "
+        "--decoder-first-pipeline-num-layers 7 --decoder-last-pipeline-num-layers 7 --sequence-parallel "
+        "--use-distributed-optimizer --micro-batch-size 1 --seq-length 131072 --global-batch-size 128";
+    const Layout lc = layout_from_sources(&s2, "spec.yaml", rc);
+    CHECK(to_string(lc) == "dp=8,tp=8,cp=16,pp=16,vpp=1,sp=1,zero=1,recompute=none,mbs=1,schedule=1f1b,"
+                           "first_stage_layers=7,last_stage_layers=7");
+    CHECK(s2.training.seq_length == 131072);
+    CHECK(num_microbatches(s2, lc) == 16);
+    // The same from the layout string.
+    LayoutRequest rl;
+    rl.layout = "tp=8,cp=16,pp=16,sp=1,zero=1,mbs=1,first_stage_layers=7,last_stage_layers=7";
+    CHECK(layout_from_sources(&s2, "spec.yaml", rl) == lc);
+    CHECK(parse_layout(to_string(lc)) == lc);
+    // Only the p2p ring is modelled.
+    rc.megatron_args = *rc.megatron_args + " --cp-comm-type a2a";
+    CHECK_THROWS_AS(layout_from_sources(&s2, "spec.yaml", rc), SpecError);
+  }
   // The same from --account-for-embedding/loss-in-pipeline-split: 126 + 2 = 128
   // counted layers, 8 per stage, the first and last building 7.
   r.megatron_args =

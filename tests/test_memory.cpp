@@ -275,3 +275,55 @@ TEST_CASE("Partial recompute: block keeps n - k layers whole, uniform one input 
   CHECK(pn->reason == Invalid::kFramework);
   CHECK(pn->field == "recompute_method");
 }
+
+TEST_CASE("Context parallelism: cp = 2 halves each rank's saved activations; model state shards over dp x cp (issue 14)",
+          "[memory][cp]") {
+  // Llama-2-7B on 16 ranks, s = 4096, flash attention, the idealised stack:
+  // a layer keeps 131,712 bytes per token ("Llama-2-7B on 8 GPUs, dp=8 zero=1, by hand").
+  Spec s = test::spec_for(test::model("llama-2-7b"), 16, 4096, 64);
+  s.training.flash_attention = true;
+  auto layers_term = [&](const Layout& l) {
+    for (const Term& t : stage_terms(s, l, 0))
+      if (t.name == "transformer layers") return t.bytes;
+    return std::int64_t(-1);
+  };
+  Layout c1 = parse_layout("tp=1,cp=1,zero=1"), c2 = parse_layout("tp=1,cp=2,zero=1");
+  REQUIRE(!resolve_layout(s, &c1));
+  REQUIRE(!resolve_layout(s, &c2));
+  CHECK(c1.dp == 16);
+  CHECK(c2.dp == 8);
+  CHECK(layers_term(c1) == 32LL * 4096 * 131'712);
+  CHECK(layers_term(c2) == 32LL * 2048 * 131'712);  // s/cp = 2048 tokens per rank
+  CHECK(2 * layers_term(c2) == layers_term(c1));
+  // Megatron's distributed optimizer shards over the dp x cp group (8 x 2 = 16).
+  const std::int64_t psi = 6'738'415'616;
+  CHECK(stage_memory(s, c2, 0)[Category::kOptimizer] == (12 * psi + 15) / 16);
+  CHECK(stage_memory(s, c2, 0)[Category::kOptimizer] == stage_memory(s, c1, 0)[Category::kOptimizer]);
+  // The forward ring keeps every K|V chunk: cp x 2 x (s/cp) x kv x 2 B = 2·4096·4096·2 = 67,108,864 at cp = 2...
+  // and at cp = 16 the same whole-sequence K|V, larger than any other transient of the layer.
+  s.training.seq_length = 131072;
+  s.cluster.gpus_per_node = 16;
+  Layout c16 = parse_layout("tp=1,cp=16,zero=1,recompute=full");
+  REQUIRE(!resolve_layout(s, &c16));
+  bool ring = false;
+  for (const Term& t : stage_terms(s, c16, 0))
+    if (t.category == Category::kTransient && t.formula.find("context-parallel ring") != std::string::npos) {
+      ring = true;
+      CHECK(t.bytes >= 2LL * 131072 * 4096 * 2);  // 2 GiB: K and V of all 131,072 tokens
+    }
+  CHECK(ring);
+  // No flash attention, or a sequence that does not split into 2·cp chunks: not a layout.
+  s.training.seq_length = 4096;
+  Layout odd = parse_layout("tp=1,cp=16,zero=1");
+  s.training.seq_length = 4080;  // 4080 % 32 = 16
+  const auto p = resolve_layout(s, &odd);
+  REQUIRE(p);
+  CHECK(p->reason == Invalid::kSeqCp);
+  CHECK(p->field == "cp");
+  s.training.seq_length = 4096;
+  s.training.flash_attention = false;
+  Layout nf = parse_layout("tp=1,cp=2,zero=1");
+  const auto pf = resolve_layout(s, &nf);
+  REQUIRE(pf);
+  CHECK(pf->reason == Invalid::kCpAttention);
+}

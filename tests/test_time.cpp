@@ -334,3 +334,32 @@ TEST_CASE("Block recompute of k of n layers re-runs k layer forwards; HFU counts
   CHECK(tb.hardware_flops_per_step - tn.hardware_flops_per_step ==
         Approx(3.0 / 8.0 * (tf.hardware_flops_per_step - tn.hardware_flops_per_step)).epsilon(1e-12));
 }
+
+TEST_CASE("Context parallelism: per-rank GEMMs see s/cp tokens; the ring sends cp-1 K|V chunks per layer (issue 14)",
+          "[time][cp]") {
+  Spec s = spec(2, 16);  // 16 GPUs
+  const Layout c1 = resolved(s, "tp=8,cp=1,pp=1,mbs=1");
+  const Layout c2 = resolved(s, "tp=8,cp=2,pp=1,mbs=1");
+  REQUIRE(c2.dp == 1);
+  // The MLP and projection GEMMs scale with the tokens: half per rank at cp = 2;
+  // attention's core is 1/cp of the whole sequence's, also half. So a layer's
+  // forward compute halves (to the roofline's rounding: the GEMMs stay compute-bound).
+  const double f1 = stage_microbatch_time(s, c1, 0).forward_s, f2 = stage_microbatch_time(s, c2, 0).forward_s;
+  CHECK(f2 == Approx(f1 / 2).epsilon(0.02));
+  // The ring: with compute made free, every send is exposed. A K|V chunk is
+  // s/cp · b · 2 · kv_width/tp · 2 B = 2048 · 2 · 4096/8 · 2 = 4,194,304 B; the
+  // cp group {tp-rank r, r + 8} spans the two nodes: inter-node p2p, 14 us +
+  // bytes / 50 GB/s (dgx-h100). Forward: cp-1 = 1 send of a chunk, backward:
+  // 1 of K|V + dK|dV; 32 layers.
+  s.cluster.gpu.peak_tflops_bf16 = 1e9;
+  s.cluster.gpu.hbm_bandwidth_gbs = 1e9;
+  const StageMicrobatch mb = stage_microbatch_time(s, c2, 0);
+  const double chunk = 2048.0 * 2 * 4096 / 8 * 2;
+  CHECK(chunk == 4'194'304);
+  const LinkCost inter = inter_node_link(s.cluster);
+  const double by_hand = 32 * (p2p_time(chunk, inter) + p2p_time(2 * chunk, inter));
+  CHECK(mb.cp_comm_s == Approx(by_hand).epsilon(1e-3));
+  const StepTime t = estimate_time(s, c2);
+  CHECK(t.cp_comm_s == Approx(16 * mb.cp_comm_s).epsilon(1e-9));  // 16 micro-batches
+  CHECK(t.step_s == Approx(sum_of_terms(t) + t.cp_comm_s).epsilon(1e-12));
+}

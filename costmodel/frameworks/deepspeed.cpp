@@ -82,7 +82,8 @@ const Profile& deepspeed_profile() {
       0,
       false,
       DS "deepspeed/runtime/zero/config.py:215 (stage3_prefetch_bucket_size 5e7)",
-      "DeepSpeed checkpoints what the model code wraps (deepspeed.checkpointing); it has no --recompute-method: use recompute=full"};
+      "DeepSpeed checkpoints what the model code wraps (deepspeed.checkpointing); it has no --recompute-method: use recompute=full",
+      "DeepSpeed's sequence parallelism (Ulysses) exchanges heads by all-to-all, not a KV ring; not modelled: use cp=1"};
   return p;
 }
 

@@ -63,7 +63,8 @@ const Profile& nanotron_profile() {
       0,
       false,
       "",
-      "nanotron's recompute_layer recomputes every layer; no --recompute-method: use recompute=full"};
+      "nanotron's recompute_layer recomputes every layer; no --recompute-method: use recompute=full",
+      "nanotron has no context parallelism: use cp=1"};
   return p;
 }
 

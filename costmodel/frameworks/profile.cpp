@@ -33,6 +33,7 @@ const char* framework_unsupported(const Profile& p, const Layout& l) {
   if (l.zero < 0 || l.zero > 3 || !p.zero_supported[l.zero]) return p.zero_note;
   if (!p.recompute_supported[int(l.recompute)]) return p.recompute_note;
   if (l.partial_recompute_set() && p.partial_recompute_note) return p.partial_recompute_note;
+  if (l.cp > 1 && p.cp_note) return p.cp_note;
   return nullptr;
 }
 

@@ -141,6 +141,9 @@ struct Profile {
   // Why recompute_method / recompute_layers (Megatron-LM's --recompute-method,
   // --recompute-num-layers) do not apply; nullptr: the framework has them.
   const char* partial_recompute_note = nullptr;
+  // Why context parallelism (cp > 1) is not this framework's; nullptr: it has
+  // ring-attention context parallelism.
+  const char* cp_note = nullptr;
 };
 
 const Profile& profile(Framework f);

@@ -15,6 +15,7 @@ const char* time_term_name(TimeTerm t) {
     case TimeTerm::kDpComm: return "DP comm (exposed)";
     case TimeTerm::kBubble: return "bubble";
     case TimeTerm::kOptimizer: return "optimizer";
+    case TimeTerm::kCpComm: return "CP ring (exposed)";
     case TimeTerm::kCount: break;
   }
   return "?";
@@ -28,6 +29,7 @@ double time_term_value(const StepTime& t, TimeTerm term) {
     case TimeTerm::kDpComm: return t.dp_comm_s;
     case TimeTerm::kBubble: return t.bubble_s;
     case TimeTerm::kOptimizer: return t.optimizer_s;
+    case TimeTerm::kCpComm: return t.cp_comm_s;
     case TimeTerm::kCount: break;
   }
   return 0;

@@ -77,8 +77,9 @@ ImU32 time_term_color(int t) {
       IM_COL32(160, 110, 230, 255),  // DP comm
       IM_COL32(200, 100, 130, 255),  // bubble
       IM_COL32(240, 210, 90, 255),   // optimizer
+      IM_COL32(120, 200, 230, 255),  // CP ring
   };
-  return t >= 0 && t < 6 ? k[t] : IM_COL32(200, 200, 200, 255);
+  return t >= 0 && t < 7 ? k[t] : IM_COL32(200, 200, 200, 255);
 }
 
 ImU32 group_color(ColorBy by, int g) {
