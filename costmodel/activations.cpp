@@ -6,7 +6,13 @@ namespace paraplan {
 
 std::int64_t tensor_bytes(const SavedTensor& t, const ActShape& a) {
   const std::int64_t elems = a.s * a.b * (t.width + t.quad_heads * a.s);
-  const std::int64_t per_elem = t.kind == ElemKind::kAct ? a.act_bytes : t.kind == ElemKind::kMask ? 1 : 4;
+  // FP8: Transformer Engine's Linear saves the FP8 cast of its input, column-
+  // wise data only (NVIDIA/TransformerEngine@d0067d0d
+  // transformer_engine/pytorch/module/linear.py:600-621), 1 byte per element.
+  const std::int64_t per_elem = a.fp8 && t.linear_input ? 1
+                                : t.kind == ElemKind::kAct ? a.act_bytes
+                                : t.kind == ElemKind::kMask ? 1
+                                                            : 4;
   const bool split = t.shard == Shard::kTp || (t.shard == Shard::kSp && a.sp);
   // Exact: heads, kv heads and ffn divide tp; with SP the sequence does.
   return split ? elems * per_elem / a.tp : elems * per_elem;
@@ -35,7 +41,7 @@ TensorList layer_saved_tensors(const Model& m, bool flash, const ActivationVaria
   const std::int64_t stats = m.normalization == Normalization::kRmsNorm ? 1 : 2;  // rstd (+ mean)
   add_norm_inputs(&l, "attn_norm", m, v);
   if (v.norm_saves_stats) l.add({"attn_norm", "fp32 statistics", stats, 0, ElemKind::kFp32, Shard::kSp, false});
-  l.add({"qkv_linear", "input (norm output)", h, 0, ElemKind::kAct, Shard::kSp, false});
+  l.add({"qkv_linear", "input (norm output)", h, 0, ElemKind::kAct, Shard::kSp, false, true});
   if (flash) {
     // Flash attention saves Q, K, V, its output (counted as out_proj's input)
     // and the fp32 log-sum-exp per head and token (Dao et al. 2022).
@@ -62,7 +68,7 @@ TensorList layer_saved_tensors(const Model& m, bool flash, const ActivationVaria
     }
     l.add({"attn_v", "V", kv, 0, ElemKind::kAct, Shard::kTp, false});
   }
-  l.add({"out_proj", "input (attention output)", q, 0, ElemKind::kAct, Shard::kTp, false});
+  l.add({"out_proj", "input (attention output)", q, 0, ElemKind::kAct, Shard::kTp, false, true});
   if (m.post_norms) {
     // Gemma-2's post_attention_layernorm normalises the attention output
     // before the residual add: it saves its input (transformers Gemma2DecoderLayer).
@@ -73,14 +79,14 @@ TensorList layer_saved_tensors(const Model& m, bool flash, const ActivationVaria
   // MLP block.
   add_norm_inputs(&l, "mlp_norm", m, v);
   if (v.norm_saves_stats) l.add({"mlp_norm", "fp32 statistics", stats, 0, ElemKind::kFp32, Shard::kSp, false});
-  l.add({"fc1", "input (norm output)", h, 0, ElemKind::kAct, Shard::kSp, false});
+  l.add({"fc1", "input (norm output)", h, 0, ElemKind::kAct, Shard::kSp, false, true});
   const char* act = m.activation == Activation::kSwiglu ? "swiglu" : m.activation == Activation::kGeglu ? "geglu" : "gelu";
   l.add({act, "input", m.ffn_in_width(), 0, ElemKind::kAct, Shard::kTp, false});
   // An unfused gated MLP's multiply saves the activation's output (SiLU or GeLU).
   if (v.swiglu_saves_silu_output && m.gated())
     l.add({act, "activation output (unfused multiply)", m.ffn_hidden_size, 0, ElemKind::kAct, Shard::kTp, false});
   l.add({"fc2", "input (activation output)", m.ffn_hidden_size, 0, ElemKind::kAct, Shard::kTp,
-         false});
+         false, true});
   if (m.post_norms) {
     add_norm_inputs(&l, "post_mlp_norm", m, v);
     if (v.norm_saves_stats) l.add({"post_mlp_norm", "fp32 statistics", stats, 0, ElemKind::kFp32, Shard::kSp, false});

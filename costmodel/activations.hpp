@@ -30,6 +30,7 @@ struct SavedTensor {
   ElemKind kind;
   Shard shard;
   bool core_attention;     // dropped by selective recompute (re-run from Q, K, V)
+  bool linear_input = false;  // a transformer linear layer's input: 1 byte under FP8 (TE keeps the FP8 cast)
 };
 
 struct TensorList {
@@ -45,6 +46,7 @@ struct ActShape {
   int tp;
   bool sp;
   int act_bytes;      // bytes of the activation dtype
+  bool fp8 = false;   // FP8 training: linear inputs saved as their FP8 (column-wise) cast
 };
 
 // Bytes of one saved tensor for one micro-batch on one tp rank.

@@ -170,9 +170,36 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
             [&] { return fmt::format("vocab/tp x h = {} params x {} B", count(rows), gbytes); });
   }
 
+  if (t.fp8) {
+    // Transformer Engine quantizes each linear layer's weight once per step
+    // (is_first_microbatch) into a cached workspace, row-wise for the forward
+    // and column-wise (the transpose) for the backward's dgrad: 2 bytes per
+    // linear weight beside the bf16 weight (linear.py:479-488). With FP8
+    // primary weights (--fp8-param-gather) the weight itself is the 1-byte
+    // row-wise copy: only the 1-byte transpose is extra, 1 byte less than bf16.
+    const std::int64_t h = m.hidden_size;
+    const std::int64_t linear = sp.layers * ((h * (m.q_width() + 2 * m.kv_width()) + m.q_width() * h +
+                                             h * m.ffn_in_width() + std::int64_t(m.ffn_hidden_size) * h) / l.tp);
+    if (!t.fp8_param_gather)
+      out.add(Category::kWeights, "FP8 weight workspaces (row-wise + transpose)", 2 * linear, [&] {
+        return fmt::format("2 x 1 B x {} linear-layer params", count(linear));
+      }, "NVIDIA/TransformerEngine@d0067d0d transformer_engine/pytorch/module/linear.py:479-488 (quantize_weight, cached)");
+    else
+      out.add(Category::kWeights, "FP8 primary weights: 1-byte row-wise + 1-byte transpose, not the bf16 copy",
+              (2 - wbytes) * linear, [&] {
+                return fmt::format("(1 + 1 - {} B) x {} linear-layer params", wbytes, count(linear));
+              }, "Megatron --fp8-param-gather (fp8_model_init): FP8 parameters; TE keeps their transpose");
+    // Delayed scaling: per linear layer, input, weight and output-gradient
+    // amax histories and scales, fp32 (Megatron --fp8-amax-history-len).
+    const std::int64_t scaling = sp.layers * 4 * 3 * (t.fp8_amax_history_len + 2) * 4;
+    out.add(Category::kWeights, "FP8 scaling state (amax histories, scales)", scaling, [&] {
+      return fmt::format("{} layers x 4 linears x 3 tensors x (history {} + 2) x 4 B", sp.layers, t.fp8_amax_history_len);
+    }, "transformer_engine/common/recipe DelayedScaling (amax_history_len; Megatron default 1)");
+  }
+
   // Activations saved for backward, times the micro-batches in flight.
   // With context parallelism each rank holds s/cp tokens of every sequence.
-  const ActShape a{t.seq_length / l.cp, l.mbs, l.tp, l.sp, dtype_bytes(t.precision)};
+  const ActShape a{t.seq_length / l.cp, l.mbs, l.tp, l.sp, dtype_bytes(t.precision), t.fp8};
   const int micro = num_microbatches(s, l);
   const int in_flight = in_flight_chunks(l, micro, stage);
   const std::int64_t per_layer = layer_activation_bytes(m, t.flash_attention, l.recompute, a, prof.act);

@@ -67,6 +67,7 @@ struct Gpu {
   std::string name;
   double memory_gib = 0;
   double peak_tflops_bf16 = 0;
+  double peak_tflops_fp8 = 0;  // dense FP8 tensor-core peak; 0 = the GPU has no FP8
   double hbm_bandwidth_gbs = 0;
 };
 
@@ -144,6 +145,12 @@ struct Training {
   // --overlap-param-gather, DeepSpeed prefetch). false: it all adds to the step
   // (plain PyTorch DDP without buckets, or paraplan's own executors).
   bool overlap_dp_comm = true;
+  // FP8 training with Transformer Engine (Megatron --fp8-format): the linear
+  // layers' GEMMs in FP8, their saved inputs in 1 byte, FP8 weight workspaces.
+  bool fp8 = false;
+  // --fp8-param-gather: FP8 primary weights (no bf16 copy), gathered in FP8.
+  bool fp8_param_gather = false;
+  int fp8_amax_history_len = 1;  // Megatron --fp8-amax-history-len (default 1)
 };
 
 // Upper bounds on sizes paraplan models, so that byte counts stay exact in

@@ -17,6 +17,11 @@ double memory_bound_time(double bytes, const Cluster& c) {
   return bytes / (c.gpu.hbm_bandwidth_gbs * 1e9 * c.hbm_efficiency);
 }
 
+double fp8_gemm_time(const Gemm& g, const Cluster& c) {
+  const double compute = g.flops() / (c.gpu.peak_tflops_fp8 * 1e12 * c.gemm_efficiency);
+  return std::max(compute, memory_bound_time(g.bytes(1), c));
+}
+
 double attention_gemm_time(const Gemm& g, const Cluster& c, int elem_bytes) {
   const double compute = g.flops() / (c.gpu.peak_tflops_bf16 * 1e12 * c.attention_eff());
   return std::max(compute, memory_bound_time(g.bytes(elem_bytes), c));
@@ -108,8 +113,10 @@ LayerTime layer_forward_time(const Model& m, const Training& t, const Layout& l,
   const LayerGemms gc = l.cp > 1 ? layer_gemms(m, l.mbs, double(t.seq_length) / l.cp, l.tp) : g;
   const int ab = act_bytes(t);
   LayerTime r;
+  // FP8 (Transformer Engine): the linear layers' GEMMs at the FP8 peak with
+  // 1-byte operands; attention stays in bf16 (TE's FP8 attention is opt-in).
   for (const Gemm& x : gc)
-    if (!x.core_attention) r.total += gemm_time(x, c, ab);
+    if (!x.core_attention) r.total += t.fp8 && c.gpu.peak_tflops_fp8 > 0 ? fp8_gemm_time(x, c) : gemm_time(x, c, ab);
   for (const Gemm& x : g)
     if (x.core_attention && !t.flash_attention) r.core += attention_gemm_time(x, c, ab);
   if (t.flash_attention) r.core += flash_attention_time(g, m, t, l, c);
@@ -247,7 +254,17 @@ double dp_grad_reduce_time(const Spec& s, const Layout& l, const GroupPlacement&
 // and backward with ZeRO-3 (Rajbhandari et al. 2020 §7.2).
 double dp_param_gather_time(const Spec& s, const Layout& l, const GroupPlacement& g, double params) {
   if (dp_cp(l) <= 1 || l.zero == 0) return 0;
-  const double wb = dtype_bytes(s.training.precision);
+  double wb = dtype_bytes(s.training.precision);
+  if (s.training.fp8_param_gather) {
+    // FP8 primary weights are gathered in FP8: 1 byte for the linear layers'
+    // share of the parameters, the rest (embeddings, norms) in bf16.
+    const Model& m = s.model;
+    const double h = m.hidden_size;
+    const double linear = double(m.num_layers) * (h * double(m.q_width() + 2 * m.kv_width()) + double(m.q_width()) * h +
+                                                  h * double(m.ffn_in_width()) + double(m.ffn_hidden_size) * h);
+    const double share = std::min(1.0, linear / double(total_params(m)));
+    wb = share * 1.0 + (1 - share) * wb;
+  }
   return bucketed(s.training, params,
                   [&](double p) { return group_allgather_time(s.cluster, g, p * wb); });
 }

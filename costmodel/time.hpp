@@ -61,6 +61,8 @@ struct StageMicrobatch {
 double gemm_time(const Gemm& g, const Cluster& c, int elem_bytes);
 // A memory-bound kernel: bytes / (HBM bandwidth × hbm_efficiency).
 double memory_bound_time(double bytes, const Cluster& c);
+// The same GEMM in FP8 (Transformer Engine): peak_tflops_fp8, 1-byte operands.
+double fp8_gemm_time(const Gemm& g, const Cluster& c);
 // An attention-core GEMM (QK^T, PV): gemm_time at Cluster::attention_eff().
 double attention_gemm_time(const Gemm& g, const Cluster& c, int elem_bytes);
 

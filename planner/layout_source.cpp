@@ -81,7 +81,7 @@ constexpr const char* kReadMegatronFlags[] = {
     "--checkpoint-activations", "--checkpoint-num-layers", "--activations-checkpoint-method",
     "--activations-checkpoint-num-layers", "--bf16", "--fp16", "--grad-reduce-in-bf16", "--attention-backend",
     "--use-flash-attn", "--overlap-grad-reduce", "--overlap-param-gather", "--context-parallel-size", "--cp-comm-type",
-    "--expert-model-parallel-size", "--fp8-format", "--fp8-param-gather", "--num-layers", "--hidden-size",
+    "--expert-model-parallel-size", "--fp8-format", "--fp8-param-gather", "--fp8-recipe", "--fp8-amax-history-len", "--num-layers", "--hidden-size",
     "--num-attention-heads", "--ffn-hidden-size", "--num-query-groups", "--swiglu",
     "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--add-qkv-bias", "--normalization",
     "--position-embedding-type"};
@@ -145,7 +145,7 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
   int vpp_layers = 0;
   bool embedding_in_split = false, loss_in_split = false;
   bool full_granularity = false, method_given = false, num_layers_given = false, legacy_checkpoint = false;
-  bool grad_reduce_bf16 = false, overlap_grad_reduce = false;
+  bool grad_reduce_bf16 = false, overlap_grad_reduce = false, fp8_param_gather = false;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string flag = args[i], value;
     if (flag.rfind("--", 0) != 0) continue;  // a value of a flag paraplan ignores
@@ -236,8 +236,20 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
       else if (v == "unfused" || v == "local") spec->training.flash_attention = false;
       else fail(src, flag, "expected flash, fused, unfused, local or auto, got '" + v + "'");
     } else if (flag == "--use-flash-attn") spec->training.flash_attention = true;
-    else if (flag == "--fp8-format" || flag == "--fp8-param-gather")
-      fail(src, flag, "FP8 training is not modelled yet; expected a BF16 or FP16 launch");
+    else if (flag == "--fp8-format") {
+      // e4m3 or hybrid (e4m3 forward, e5m2 gradients): both 1-byte GEMMs.
+      const std::string& v = val();
+      if (v != "e4m3" && v != "hybrid") fail(src, flag, "expected e4m3 or hybrid, got '" + v + "'");
+      if (spec->cluster.gpu.peak_tflops_fp8 <= 0)
+        fail(src, flag, "GPU " + spec->cluster.gpu.name + " has no FP8 peak (cluster gpu.peak_tflops_fp8)");
+      spec->training.fp8 = true;
+    } else if (flag == "--fp8-param-gather") fp8_param_gather = true;
+    else if (flag == "--fp8-recipe") {
+      const std::string& v = val();
+      if (v != "delayed" && v != "tensorwise" && v != "blockwise" && v != "mxfp8")
+        fail(src, flag, "expected delayed, tensorwise, blockwise or mxfp8, got '" + v + "'");
+    } else if (flag == "--fp8-amax-history-len")
+      spec->training.fp8_amax_history_len = capped_int(src, flag, val(), 1 << 20);
     else if (flag == "--bf16") set_precision(&spec->training, DType::kBf16);
     else if (flag == "--fp16") set_precision(&spec->training, DType::kFp16);
     else if (flag == "--num-layers") model_must_match(spec->model.num_layers, "num_layers");
@@ -284,6 +296,10 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
   else spec->training.grad_dtype = DType::kFp32;
   spec->training.grad_dtype_given = true;
   spec->training.overlap_dp_comm = overlap_grad_reduce;
+  if (fp8_param_gather) {
+    if (!spec->training.fp8) fail(src, "--fp8-param-gather", "needs --fp8-format (FP8 training)");
+    spec->training.fp8_param_gather = true;
+  }
   if (full_granularity && !legacy_checkpoint && (!method_given || !num_layers_given))
     fail(src, method_given ? "--recompute-num-layers" : "--recompute-method",
          "--recompute-granularity full needs --recompute-method uniform|block and --recompute-num-layers N "

@@ -160,10 +160,11 @@ Cluster cluster_from_yaml(const YAML::Node& node, const std::string& file,
   c.source = r.opt_string("source", "");
   if (!r.has("gpu")) r.fail("gpu", "missing required key");
   const MapReader g(r.child("gpu"), file, prefix + "gpu.",
-                    {"name", "memory_gib", "peak_tflops_bf16", "hbm_bandwidth_gbs"});
+                    {"name", "memory_gib", "peak_tflops_bf16", "peak_tflops_fp8", "hbm_bandwidth_gbs"});
   c.gpu.name = g.get_string("name");
   c.gpu.memory_gib = g.get_number("memory_gib", 1e-9, kMaxGpuMemoryGib, true);
   c.gpu.peak_tflops_bf16 = g.get_number("peak_tflops_bf16", 1e-9, kMaxRate, true);
+  c.gpu.peak_tflops_fp8 = g.has("peak_tflops_fp8") ? g.get_number("peak_tflops_fp8", 1e-9, kMaxRate, true) : 0;
   c.gpu.hbm_bandwidth_gbs = g.get_number("hbm_bandwidth_gbs", 1e-9, kMaxRate, true);
   c.gpus_per_node = capped(r, "gpus_per_node", r.get_int("gpus_per_node", 1), 1024);
   for (const char* level : {"intra_node", "inter_node"}) {
@@ -207,7 +208,7 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
   const MapReader r(top.child("training"), file, "training.",
                     {"seq_length", "global_batch_size", "precision", "grad_dtype", "optimizer",
                      "optimizer_state_bytes", "flash_attention", "grad_bucket_params",
-                     "overlap_dp_comm", "framework"});
+                     "overlap_dp_comm", "framework", "fp8", "fp8_param_gather"});
   t->framework = Framework(r.opt_choice("framework", int(Framework::kMegatron),
                                         {"megatron", "deepspeed", "fsdp", "nanotron", "paraplan"}));
   t->seq_length = capped(r, "seq_length", r.get_int("seq_length", 1), kMaxSeq);
@@ -229,6 +230,10 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
   t->grad_bucket_params_given = r.has("grad_bucket_params");
   t->grad_bucket_params = r.opt_int("grad_bucket_params", t->grad_bucket_params, 1);
   t->overlap_dp_comm = r.opt_bool("overlap_dp_comm", true);
+  t->fp8 = r.opt_bool("fp8", false);
+  t->fp8_param_gather = r.opt_bool("fp8_param_gather", false);
+  if (t->fp8_param_gather && !t->fp8) r.fail("fp8_param_gather", "needs fp8: true");
+  if (t->fp8 && t->precision == DType::kFp32) r.fail("fp8", "FP8 training runs with bf16 or fp16 precision");
 }
 
 void load_search(const MapReader& top, const std::string& file, SearchSpace* s) {
@@ -287,6 +292,9 @@ Spec load_spec_text(const std::string& text, const std::string& path) {
   s.cluster = load_part<Cluster>(r, "cluster", path, load_cluster_file, cluster_from_yaml);
   s.num_nodes = capped(r, "num_nodes", r.get_int("num_nodes", 1), kMaxGpus / s.cluster.gpus_per_node);
   load_training(r, path, s.model, &s.training);
+  if (s.training.fp8 && s.cluster.gpu.peak_tflops_fp8 <= 0)
+    throw SpecError(path, 0, "training.fp8",
+                    "GPU " + s.cluster.gpu.name + " has no FP8 peak (cluster gpu.peak_tflops_fp8); FP8 needs Hopper or later");
   s.memory_headroom = r.opt_number("memory_headroom", 0.05, 0.0, 1.0, false);
   load_search(r, path, &s.search);
   if (r.has("layout")) {

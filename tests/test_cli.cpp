@@ -436,6 +436,31 @@ TEST_CASE("check -v lists the Megatron flags paraplan does not read; a real flag
   CHECK(q.err.empty());
 }
 
+TEST_CASE("FP8 on a GPU without FP8 is refused, naming the flag or key (issue 14)", "[cli][errors][fp8]") {
+  TempDir dir;
+  const Result r = run_paraplan({"check", "@SRC@/configs/examples/mistral-7b-a100.yaml", "--megatron-args",
+                                 "--tensor-model-parallel-size 2 --fp8-format hybrid"},
+                                dir.path());
+  CHECK(r.code == 2);
+  CHECK(r.err.find("--megatron-args: --fp8-format: GPU A100") != std::string::npos);
+  CHECK(r.err.find("has no FP8 peak") != std::string::npos);
+  // On H100 the same flags are read: FP8 is on.
+  const Result h = run_paraplan({"check", kLlama2Example, "--format", "json", "--megatron-args",
+                                 "--tensor-model-parallel-size 2 --fp8-format hybrid --fp8-param-gather"},
+                                dir.path());
+  INFO(h.err);
+  CHECK(h.code == 0);
+  const Result b = run_paraplan({"check", kLlama2Example, "--format", "json", "--megatron-args",
+                                 "--tensor-model-parallel-size 2"},
+                                dir.path());
+  CHECK(b.code == 0);
+  // FP8 primary weights cost what bf16 weights cost; the 1-byte saved linear
+  // inputs make the FP8 run's peak smaller, and its step shorter.
+  const json jh = json::parse(h.out), jb = json::parse(b.out);
+  CHECK(jh.at("peak_memory_bytes").get<std::int64_t>() < jb.at("peak_memory_bytes").get<std::int64_t>());
+  CHECK(jh.at("time").at("step_s").get<double>() < jb.at("time").at("step_s").get<double>());
+}
+
 TEST_CASE("malformed or missing DeepSpeed configs", "[cli][errors][deepspeed]") {
   const auto ds = [](const std::string& text) { return base_with("ds.json", text); };
   const std::vector<std::string> args = check_with({"--deepspeed-config", "@DIR@/ds.json"});

@@ -327,3 +327,27 @@ TEST_CASE("Context parallelism: cp = 2 halves each rank's saved activations; mod
   REQUIRE(pf);
   CHECK(pf->reason == Invalid::kCpAttention);
 }
+
+TEST_CASE("FP8 (Transformer Engine): weight workspaces and 1-byte saved linear inputs, by hand (issue 14)",
+          "[memory][fp8]") {
+  Spec s = test::spec_for(test::model("llama-2-7b"), 8, 4096, 64);
+  s.cluster = test::cluster("dgx-h100");
+  s.training.flash_attention = true;
+  Layout l = parse_layout("tp=1,zero=1,mbs=1");
+  REQUIRE(!resolve_layout(s, &l));
+  const MemoryBreakdown bf16 = stage_memory(s, l, 0);
+  s.training.fp8 = true;
+  const MemoryBreakdown fp8 = stage_memory(s, l, 0);
+  // Linear weights per layer: 4h² + 3·h·ffn = 67,108,864 + 135,266,304 = 202,375,168;
+  // 32 layers; row-wise + transpose FP8 caches, 1 B each (linear.py:479-488).
+  const std::int64_t linear = 32LL * 202'375'168;
+  const std::int64_t scaling = 32LL * 4 * 3 * (1 + 2) * 4;  // amax history 1
+  CHECK(fp8[Category::kWeights] - bf16[Category::kWeights] == 2 * linear + scaling);
+  CHECK(2 * linear == 12'952'010'752);
+  // Saved inputs of QKV (h), out-proj (h), fc1 (h) and fc2 (ffn) shrink from
+  // 2 to 1 byte: (3·4096 + 11008) x s 4096 x 1 B = 95,420,416 per layer, 32 layers.
+  CHECK(bf16[Category::kActivations] - fp8[Category::kActivations] == 32LL * 95'420'416);
+  // FP8 primary weights (--fp8-param-gather): 1-byte weight + 1-byte transpose = the bf16 weight's 2 B.
+  s.training.fp8_param_gather = true;
+  CHECK(stage_memory(s, l, 0)[Category::kWeights] - bf16[Category::kWeights] == scaling);
+}

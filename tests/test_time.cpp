@@ -31,6 +31,7 @@ Cluster dgx_h100(int gpus_per_node = 8) {
   c.name = "DGX-H100";
   c.gpu.memory_gib = 79.65;
   c.gpu.peak_tflops_bf16 = 989;
+  c.gpu.peak_tflops_fp8 = 1979;  // datasheet: 3,958 with sparsity
   c.gpu.hbm_bandwidth_gbs = 3350;
   c.gpus_per_node = gpus_per_node;
   c.intra_node = {450, 3.4};
@@ -362,4 +363,21 @@ TEST_CASE("Context parallelism: per-rank GEMMs see s/cp tokens; the ring sends c
   const StepTime t = estimate_time(s, c2);
   CHECK(t.cp_comm_s == Approx(16 * mb.cp_comm_s).epsilon(1e-9));  // 16 micro-batches
   CHECK(t.step_s == Approx(sum_of_terms(t) + t.cp_comm_s).epsilon(1e-12));
+}
+
+TEST_CASE("FP8: a compute-bound GEMM takes peak_bf16 / peak_fp8 of its bf16 time; attention stays bf16 (issue 14)",
+          "[time][fp8]") {
+  const Cluster c = dgx_h100(8);
+  REQUIRE(c.gpu.peak_tflops_fp8 == 1979);
+  const Gemm g{"fc1", 1, 8192, 11008, 4096};  // 2·8192·11008·4096 FLOPs, compute-bound
+  CHECK(fp8_gemm_time(g, c) == Approx(gemm_time(g, c, 2) * 989.0 / 1979.0).epsilon(1e-12));
+  // A whole layer: its linear GEMMs speed up by the peak ratio, the attention
+  // core and memory-bound ops do not, so the forward falls by less than 2x.
+  Spec s = spec(1, 16);
+  const Layout l = resolved(s, "tp=8,pp=1,mbs=1");
+  const double f16 = stage_microbatch_time(s, l, 0).forward_s;
+  s.training.fp8 = true;
+  const double f8 = stage_microbatch_time(s, l, 0).forward_s;
+  CHECK(f8 < f16);
+  CHECK(f8 > f16 / 2);
 }
