@@ -71,13 +71,19 @@ std::optional<Invalid> outer_invalid(const Spec& s, int tp, int cp, int pp, int 
 
 // Context-parallel sizes to try: the spec's list, else 1 and every divisor of
 // the GPUs left after tp that splits the sequence into 2·cp equal chunks
-// (Megatron's load-balanced ring), when attention is flash / fused.
+// (Megatron's load-balanced ring), when attention is flash / fused, and that
+// leaves each rank at least kMinCpTokens tokens of a sequence. JUDGEMENT: the
+// time model's GEMM efficiency does not yet fall with small shapes (issue 15),
+// so shorter shards would look free; context parallelism is for long
+// sequences (Llama 3: cp 16 at 131,072 tokens, 8,192 per rank).
+constexpr int kMinCpTokens = 1024;
 std::vector<int> cp_domain(const Spec& s, const std::vector<int>& only, int tp) {
   if (!only.empty()) return unique_values(only);
   std::vector<int> out{1};
   if (!s.training.flash_attention) return out;
   for (int d : divisors(std::max(1, s.num_gpus() / tp)))
-    if (d > 1 && s.training.seq_length % (2 * std::int64_t(d)) == 0) out.push_back(d);
+    if (d > 1 && s.training.seq_length % (2 * std::int64_t(d)) == 0 && s.training.seq_length / d >= kMinCpTokens)
+      out.push_back(d);
   return out;
 }
 

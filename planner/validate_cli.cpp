@@ -117,6 +117,9 @@ Resolved resolve(ValidateOptions& o) {
         throw SpecError("--layout", 0, r.layout.first_stage_layers > 0 ? "first_stage_layers" : "last_stage_layers",
                         fmt::format("the validator runs model chunks of at least one layer; virtual stage {} has none", vs));
   }
+  if (r.spec.training.fp8)
+    throw SpecError(o.spec, 0, "training.fp8",
+                    "the validator runs fp32 and bf16; FP8 is predicted by plan/explain/check but not executed");
   if (r.layout.cp > 1)
     throw SpecError("--layout", 0, "cp",
                     "the validator does not execute context parallelism (ring attention); cp > 1 is predicted by "

@@ -24,6 +24,7 @@ void model_map(YAML::Emitter& e, const Model& m) {
   e << YAML::Key << "tie_embeddings" << YAML::Value << m.tie_embeddings;
   e << YAML::Key << "bias" << YAML::Value << m.bias;
   e << YAML::Key << "qkv_bias" << YAML::Value << m.qkv_bias;
+  if (m.post_norms) e << YAML::Key << "post_norms" << YAML::Value << true;
   e << YAML::Key << "position_embedding" << YAML::Value << position_embedding_name(m.position_embedding);
   if (m.max_position_embeddings > 0)
     e << YAML::Key << "max_position_embeddings" << YAML::Value << m.max_position_embeddings;
@@ -49,6 +50,7 @@ void cluster_map(YAML::Emitter& e, const Cluster& c) {
   e << YAML::Key << "name" << YAML::Value << c.gpu.name;
   e << YAML::Key << "memory_gib" << YAML::Value << c.gpu.memory_gib;
   e << YAML::Key << "peak_tflops_bf16" << YAML::Value << c.gpu.peak_tflops_bf16;
+  if (c.gpu.peak_tflops_fp8 > 0) e << YAML::Key << "peak_tflops_fp8" << YAML::Value << c.gpu.peak_tflops_fp8;
   e << YAML::Key << "hbm_bandwidth_gbs" << YAML::Value << c.gpu.hbm_bandwidth_gbs;
   e << YAML::EndMap;
   e << YAML::Key << "gpus_per_node" << YAML::Value << c.gpus_per_node;
@@ -101,10 +103,12 @@ std::string spec_to_yaml(const Spec& s) {
   e << YAML::Key << "flash_attention" << YAML::Value << t.flash_attention;
   if (t.grad_bucket_params_given) e << YAML::Key << "grad_bucket_params" << YAML::Value << t.grad_bucket_params;
   e << YAML::Key << "overlap_dp_comm" << YAML::Value << t.overlap_dp_comm;
+  if (t.fp8) e << YAML::Key << "fp8" << YAML::Value << true;
+  if (t.fp8_param_gather) e << YAML::Key << "fp8_param_gather" << YAML::Value << true;
   e << YAML::EndMap;
   e << YAML::Key << "memory_headroom" << YAML::Value << s.memory_headroom;
   const SearchSpace& q = s.search;
-  const bool any = !q.dp.empty() || !q.tp.empty() || !q.pp.empty() || !q.vpp.empty() ||
+  const bool any = !q.dp.empty() || !q.tp.empty() || !q.cp.empty() || !q.pp.empty() || !q.vpp.empty() ||
                    !q.zero.empty() || !q.mbs.empty() || !q.recompute.empty() || !q.sp.empty() ||
                    !q.schedule.empty() || q.allow_tp_across_nodes;
   if (any) {
@@ -112,6 +116,7 @@ std::string spec_to_yaml(const Spec& s) {
     e << YAML::Key << "search" << YAML::Value << YAML::BeginMap;
     list(e, "dp", q.dp, id);
     list(e, "tp", q.tp, id);
+    list(e, "cp", q.cp, id);
     list(e, "pp", q.pp, id);
     list(e, "vpp", q.vpp, id);
     list(e, "sp", q.sp, id);
