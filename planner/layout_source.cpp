@@ -78,6 +78,7 @@ constexpr const char* kReadMegatronFlags[] = {
     "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split", "--sequence-parallel",
     "--micro-batch-size", "--global-batch-size", "--seq-length", "--use-distributed-optimizer",
     "--recompute-activations", "--recompute-granularity", "--recompute-method", "--recompute-num-layers",
+    "--recompute-modules",
     "--checkpoint-activations", "--checkpoint-num-layers", "--activations-checkpoint-method",
     "--activations-checkpoint-num-layers", "--bf16", "--fp16", "--grad-reduce-in-bf16", "--attention-backend",
     "--use-flash-attn", "--overlap-grad-reduce", "--overlap-param-gather", "--context-parallel-size", "--cp-comm-type",
@@ -209,6 +210,17 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
                flag == "--checkpoint-num-layers") {
       d.l.recompute_layers = capped_int(src, flag, val(), kMaxLayers);
       d.set.recompute_layers = num_layers_given = true;
+    } else if (flag == "--recompute-modules") {
+      // nargs='+': every following token that is not a flag. Selective
+      // recompute as modelled re-runs the attention core ("core_attn", the
+      // default); the other modules would drop more tensors.
+      std::vector<std::string> mods;
+      if (inline_value) mods.push_back(value);
+      while (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) mods.push_back(args[++i]);
+      if (mods.empty()) fail(src, flag, "expected one or more modules");
+      for (const std::string& mname : mods)
+        if (mname != "core_attn")
+          fail(src, flag, "only core_attn (the default) is modelled, got '" + mname + "'");
     } else if (flag == "--checkpoint-activations") {
       // Megatron-LM v2.x: full recomputation of every layer, uniform groups of
       // --checkpoint-num-layers (default 1) (NVIDIA/Megatron-LM@v2.6
