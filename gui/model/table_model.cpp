@@ -32,6 +32,7 @@ const char* column_name(Column c) {
     case Column::kMfu: return "MFU %";
     case Column::kBubble: return "bubble %";
     case Column::kComm: return "comm %";
+    case Column::kCp: return "cp";
     case Column::kCount: break;
   }
   return "?";
@@ -39,7 +40,7 @@ const char* column_name(Column c) {
 
 const char* column_key(Column c) {
   static const char* const keys[] = {"rank", "layout", "dp",   "tp",   "pp",     "vpp",    "sp",  "zero",   "recompute",
-                                     "mbs",  "schedule", "fits", "peak", "step", "tokens", "mfu", "bubble", "comm"};
+                                     "mbs",  "schedule", "fits", "peak", "step", "tokens", "mfu", "bubble", "comm", "cp"};
   static_assert(std::size(keys) == size_t(kNumColumns));
   const int i = int(c);
   return i >= 0 && i < kNumColumns ? keys[i] : "?";
@@ -72,6 +73,7 @@ std::string cell_text(const Candidate& c, int rank, Column col) {
     case Column::kMfu: return fmt::format("{:.1f}", 100 * c.time.mfu);
     case Column::kBubble: return fmt::format("{:.1f}", 100 * c.time.bubble_fraction);
     case Column::kComm: return fmt::format("{:.1f}", 100 * c.time.exposed_comm_fraction);
+    case Column::kCp: return std::to_string(c.layout.cp);
     case Column::kCount: break;
   }
   return "";
@@ -141,6 +143,7 @@ int compare_on(const Candidate& a, int ra, const Candidate& b, int rb, Column co
     case Column::kMfu: return cmp(a.time.mfu, b.time.mfu);
     case Column::kBubble: return cmp(a.time.bubble_fraction, b.time.bubble_fraction);
     case Column::kComm: return cmp(a.time.exposed_comm_fraction, b.time.exposed_comm_fraction);
+    case Column::kCp: return cmp(a.layout.cp, b.layout.cp);
     case Column::kCount: break;
   }
   return 0;

@@ -30,12 +30,13 @@ enum class Column {
   kMfu,
   kBubble,     // bubble fraction of the pipeline time
   kComm,       // exposed communication fraction of the step
+  kCp,         // context-parallel size
   kCount
 };
 inline constexpr int kNumColumns = int(Column::kCount);
 const char* column_name(Column c);
 // Short key of a column for the command line: rank, layout, dp, tp, pp, vpp, sp,
-// zero, recompute, mbs, schedule, fits, peak, step, tokens, mfu, bubble, comm.
+// zero, recompute, mbs, schedule, fits, peak, step, tokens, mfu, bubble, comm, cp.
 const char* column_key(Column c);
 bool parse_column(const std::string& key, Column* out);
 // The text of one cell (units in the column name: GiB, s, %).

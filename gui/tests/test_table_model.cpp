@@ -53,6 +53,7 @@ TEST_CASE("sorting by each column, ascending", "[table]") {
       {Column::kMfu, {5, 3, 2, 1, 0, 4}, ".22 ... .50"},
       {Column::kBubble, {0, 2, 4, 1, 3, 5}, "0,0,0,.05,.10,.30"},
       {Column::kComm, {3, 0, 4, 1, 5, 2}, ".05,.10,.15,.20,.25,.35"},
+      {Column::kCp, {0, 1, 2, 3, 4, 5}, "all cp 1: ties keep plan order"},
   };
   REQUIRE(std::size(cases) == size_t(kNumColumns));
   for (const Case& c : cases) {
