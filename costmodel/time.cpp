@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "costmodel/frameworks/profile.hpp"
 #include "costmodel/memory.hpp"
 #include "costmodel/schedule.hpp"
 
@@ -242,7 +243,8 @@ double bucketed(const Training& t, double params, Collective&& coll) {
 // of the stage's gradients in grad_dtype (Rajbhandari et al. 2020 §7).
 double dp_grad_reduce_time(const Spec& s, const Layout& l, const GroupPlacement& g, double params) {
   if (dp_cp(l) <= 1) return 0;
-  const double gb = dtype_bytes(s.training.grad_dtype);
+  // In the framework's reduce dtype (Megatron: fp32 unless --grad-reduce-in-bf16).
+  const double gb = grad_reduce_bytes(profile(s.training.framework), s.training);
   return bucketed(s.training, params, [&](double p) {
     return l.zero == 0 ? group_allreduce_time(s.cluster, g, p * gb)
                        : group_reducescatter_time(s.cluster, g, p * gb);
@@ -277,7 +279,7 @@ double dp_param_gather_time(const Spec& s, const Layout& l, const GroupPlacement
 double optimizer_step_time(const Spec& s, const Layout& l, double params) {
   const Training& t = s.training;
   const double shard = l.zero >= 1 ? double(std::int64_t((params + dp_cp(l) - 1) / dp_cp(l))) : params;
-  const double wb = dtype_bytes(t.precision), gb = dtype_bytes(t.grad_dtype);
+  const double wb = dtype_bytes(t.precision), gb = grad_reduce_bytes(profile(t.framework), t);
   const double weights = t.precision == DType::kFp32 ? 2 * wb : wb;
   const double bytes = shard * (2 * gb + 2 * t.optimizer_state_bytes + weights);
   return bytes / (s.cluster.gpu.hbm_bandwidth_gbs * 1e9 * s.cluster.optimizer_eff());

@@ -49,6 +49,9 @@ Spec spec(int nodes, int global_batch, int gpus_per_node = 8) {
   s.training.flash_attention = true;
   s.training.optimizer_state_bytes = 12;
   s.search.allow_tp_across_nodes = true;
+  // The generic identities below (ZeRO volumes, the optimizer's bytes) take
+  // the gradients in grad_dtype: the idealised stack, not Megatron's fp32 reduction.
+  s.training.framework = Framework::kParaplan;
   return s;
 }
 
@@ -380,4 +383,24 @@ TEST_CASE("FP8: a compute-bound GEMM takes peak_bf16 / peak_fp8 of its bf16 time
   const double f8 = stage_microbatch_time(s, l, 0).forward_s;
   CHECK(f8 < f16);
   CHECK(f8 > f16 / 2);
+}
+
+TEST_CASE("Gradient reduction in the framework's dtype: Megatron fp32 unless --grad-reduce-in-bf16, FSDP2 fp32",
+          "[time][frameworks]") {
+  Spec s = spec(2, 64);
+  const Layout l0 = resolved(s, "tp=8,pp=1,zero=0,mbs=32");
+  const double bf16 = estimate_time(s, l0).dp_comm_total_s;  // idealised: bf16 grad_dtype
+  // Megatron (arguments.py:1213-1217): accumulate and all-reduce in fp32: twice the bytes.
+  s.training.framework = Framework::kMegatron;
+  const double mega = estimate_time(s, l0).dp_comm_total_s;
+  CHECK(mega > 1.9 * bf16);
+  CHECK(mega < 2.0 * bf16);  // the same number of buckets; latency terms do not double
+  s.training.grad_dtype_given = true;  // grad_dtype: bf16 given = --grad-reduce-in-bf16
+  CHECK(estimate_time(s, l0).dp_comm_total_s == Approx(bf16).epsilon(1e-12));
+  // torchtitan's FSDP2 reduces in fp32 (mixed_precision_reduce, configs.py:102).
+  s.training.framework = Framework::kFsdp;
+  const Layout z2 = resolved(s, "tp=8,pp=1,zero=2,mbs=32");
+  Spec p = s;
+  p.training.framework = Framework::kParaplan;
+  CHECK(estimate_time(s, z2).dp_comm_total_s > estimate_time(p, z2).dp_comm_total_s);
 }

@@ -257,6 +257,7 @@ Spec work_spec(const WorkModel& w, int seq, DType dtype, const Cluster& c, int l
   s.training.global_batch_size = 1;
   s.training.flash_attention = w.flash;
   set_precision(&s.training, dtype);
+  s.training.framework = Framework::kParaplan;  // the work runs on paraplan's own executor
   return s;
 }
 

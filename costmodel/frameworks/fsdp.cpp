@@ -56,7 +56,10 @@ const Profile& fsdp_profile() {
       true,
       TT "torchtitan/distributed/fsdp.py:113-132 (reshard_after_forward); torch fully_shard all-gather and "
          "foreach_reduce: bf16 unsharded grads + fp32 reduce-scatter input per group",
-      "torchtitan's full AC wraps every block; its per-layer 'selective' AC (every n-th block) is not Megatron's block method: use recompute=full"};
+      "torchtitan's full AC wraps every block; its per-layer 'selective' AC (every n-th block) is not Megatron's block method: use recompute=full",
+      nullptr,
+      [](const Training&) { return 4.0; },
+      TT "torchtitan/config/configs.py:102 (mixed_precision_reduce: float32)"};
   return p;
 }
 

@@ -59,7 +59,11 @@ const Profile& megatron_profile() {
       2,
       0,
       false,
-      "Megatron-FSDP (megatron/core/distributed/fsdp): not modelled beyond current + prefetched layer"};
+      "Megatron-FSDP (megatron/core/distributed/fsdp): not modelled beyond current + prefetched layer",
+      nullptr,
+      nullptr,
+      [](const Training& t) { return t.grad_dtype_given ? double(dtype_bytes(t.grad_dtype)) : 4.0; },
+      MCORE "megatron/training/arguments.py:1213-1217 (fp32 accumulate and reduce unless --grad-reduce-in-bf16)"};
   return p;
 }
 

@@ -64,7 +64,9 @@ const Profile& nanotron_profile() {
       false,
       "",
       "nanotron's recompute_layer recomputes every layer; no --recompute-method: use recompute=full",
-      "nanotron has no context parallelism: use cp=1"};
+      "nanotron has no context parallelism: use cp=1",
+      [](const Training&) { return 4.0; },
+      NT "src/nanotron/optim/gradient_accumulator.py:128-140 (fp32 grad buffers reduce-scattered)"};
   return p;
 }
 

@@ -29,6 +29,10 @@ std::int64_t loss_forward_peak_bytes(const LossVariant& v, std::int64_t tokens, 
   return tokens * vocab_rows * (4 + loss_transient_bytes_per_logit(v, act_bytes)) + tokens * v.row_bytes_per_token;
 }
 
+double grad_reduce_bytes(const Profile& p, const Training& t) {
+  return p.grad_reduce_bytes ? p.grad_reduce_bytes(t) : dtype_bytes(t.grad_dtype);
+}
+
 const char* framework_unsupported(const Profile& p, const Layout& l) {
   if (l.zero < 0 || l.zero > 3 || !p.zero_supported[l.zero]) return p.zero_note;
   if (!p.recompute_supported[int(l.recompute)]) return p.recompute_note;

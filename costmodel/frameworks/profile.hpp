@@ -144,7 +144,14 @@ struct Profile {
   // Why context parallelism (cp > 1) is not this framework's; nullptr: it has
   // ring-attention context parallelism.
   const char* cp_note = nullptr;
+  // Bytes per parameter the data-parallel gradient reduction (and the
+  // optimizer's read of the gradients) moves; nullptr: training.grad_dtype.
+  double (*grad_reduce_bytes)(const Training&) = nullptr;
+  Source grad_reduce = "";
 };
+
+// What a framework's gradient reduction moves per parameter, in bytes.
+double grad_reduce_bytes(const Profile& p, const Training& t);
 
 const Profile& profile(Framework f);
 
