@@ -31,7 +31,7 @@ namespace {
 struct LayoutOptions {
   std::string spec;
   std::string format = "table";
-  std::optional<int> nodes;
+  std::optional<int> nodes, seq, gbs;
   LayoutRequest req;
   std::string layout, megatron, deepspeed, framework;
   CLI::Option *layout_opt = nullptr, *megatron_opt = nullptr, *deepspeed_opt = nullptr, *framework_opt = nullptr;
@@ -56,6 +56,8 @@ void add_layout_options(CLI::App* cmd, LayoutOptions* o) {
   o->deepspeed_opt = cmd->add_option("--deepspeed-config", o->deepspeed, "the layout from a DeepSpeed JSON config");
   o->framework_opt = cmd->add_option("--framework", o->framework, kFrameworkHelp);
   cmd->add_option("--nodes", o->nodes, "override num_nodes of the spec")->check(CLI::Range(1, kMaxGpus));
+  cmd->add_option("--seq-length", o->seq, "override training.seq_length")->check(CLI::Range(1, kMaxSeq));
+  cmd->add_option("--global-batch-size", o->gbs, "override training.global_batch_size")->check(CLI::Range(1, kMaxBatch));
   cmd->add_option("--format", o->format, "table | json | markdown")
       ->check(CLI::IsMember({"table", "json", "markdown", "md"}));
 }
@@ -99,6 +101,12 @@ Loaded load(LayoutOptions& o) {
   r.spec = load_spec_file(o.spec);
   print_caveats(r.spec.model);
   apply_nodes(&r.spec, o.nodes);
+  if (o.gbs) r.spec.training.global_batch_size = *o.gbs;
+  if (o.seq) {
+    if (*o.seq > max_seq_length(r.spec.model))
+      throw SpecError("--seq-length", 0, "", seq_length_limit_message(r.spec.model));
+    r.spec.training.seq_length = *o.seq;
+  }
   if (o.layout_opt->count()) o.req.layout = o.layout;
   if (o.megatron_opt->count()) o.req.megatron_args = o.megatron;
   if (o.deepspeed_opt->count()) o.req.deepspeed_config = o.deepspeed;

@@ -439,6 +439,22 @@ TEST_CASE("check -v lists the Megatron flags paraplan does not read; a real flag
   CHECK(q.err.empty());
 }
 
+TEST_CASE("explain and check take --seq-length and --global-batch-size, as Megatron's flags do", "[cli]") {
+  TempDir dir;
+  const std::string spec = "@SRC@/configs/examples/llama3.1-405b-h100.yaml";
+  const Result a = run_paraplan({"check", spec, "--format", "json", "--seq-length", "131072", "--global-batch-size",
+                                 "128", "--layout", "tp=8,cp=16,pp=16,sp=1,zero=1,recompute=full,mbs=1,first_stage_layers=7,last_stage_layers=7"},
+                                dir.path());
+  const Result b = run_paraplan({"check", spec, "--format", "json", "--layout", "tp=8,cp=16,pp=16,sp=1,zero=1,recompute=full,mbs=1,first_stage_layers=7,last_stage_layers=7",
+                                 "--megatron-args", "--seq-length 131072 --global-batch-size 128 --overlap-grad-reduce"},
+                                dir.path());
+  INFO(a.err << b.err);
+  REQUIRE(a.code == 0);
+  REQUIRE(b.code == 0);
+  CHECK(json::parse(a.out) == json::parse(b.out));
+  CHECK(json::parse(a.out).at("time").at("microbatches") == 16);  // 128 / dp 8
+}
+
 TEST_CASE("FP8 on a GPU without FP8 is refused, naming the flag or key (issue 14)", "[cli][errors][fp8]") {
   TempDir dir;
   const Result r = run_paraplan({"check", "@SRC@/configs/examples/mistral-7b-a100.yaml", "--megatron-args",
