@@ -46,6 +46,8 @@ struct Layout {
   int recompute_layers = 1;
 
   int gpus() const { return dp * tp * cp * pp; }
+  // Ranks that share gradients and optimizer shards: dp x cp (Megatron's dp_cp group).
+  int dp_cp() const { return dp * cp; }
   bool interleaved() const { return schedule == Schedule::k1F1B && vpp > 1; }
   bool uneven() const { return first_stage_layers > 0 || last_stage_layers > 0; }
   bool partial_recompute_set() const { return recompute_method != RecomputeMethod::kUniform || recompute_layers != 1; }

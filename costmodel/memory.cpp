@@ -143,7 +143,7 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
   // parallelism, the cp ranks too: Megatron's DDP and distributed optimizer
   // use the dp x cp group (NVIDIA/Megatron-LM@d98e8a64
   // megatron/core/distributed/distributed_data_parallel.py:148-149, 283-293).
-  const int dp = l.dp * l.cp;
+  const int dp = l.dp_cp();
   const bool first = stage == 0, last = stage == l.pp - 1;
 
   // Model state: the framework's buffers, whole or sharded over dp
@@ -177,9 +177,7 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
     // linear weight beside the bf16 weight (linear.py:479-488). With FP8
     // primary weights (--fp8-param-gather) the weight itself is the 1-byte
     // row-wise copy: only the 1-byte transpose is extra, 1 byte less than bf16.
-    const std::int64_t h = m.hidden_size;
-    const std::int64_t linear = sp.layers * ((h * (m.q_width() + 2 * m.kv_width()) + m.q_width() * h +
-                                             h * m.ffn_in_width() + std::int64_t(m.ffn_hidden_size) * h) / l.tp);
+    const std::int64_t linear = sp.layers * (linear_layer_weights(m) / l.tp);
     if (!t.fp8_param_gather)
       out.add(Category::kWeights, "FP8 weight workspaces (row-wise + transpose)", 2 * linear, [&] {
         return fmt::format("2 x 1 B x {} linear-layer params", count(linear));
@@ -212,15 +210,26 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
   auto chunk_bytes = [&](int n) -> std::int64_t {
     return full ? checkpointed_inputs(l, n) * per_layer + whole_layers(l, n) * whole : n * per_layer;
   };
+  // Their rounding slack (allocator segments) goes with them: checkpointed
+  // inputs and whole layers round separately.
+  const bool fragmentation = s.cluster.fragmentation_modelled();
+  const std::int64_t slack = fragmentation ? layer_rounding_slack(m, t.flash_attention, l.recompute, a, prof.act) : 0;
+  const std::int64_t whole_slack =
+      fragmentation && full ? layer_rounding_slack(m, t.flash_attention, Recompute::kNone, a, prof.act) : slack;
+  auto chunk_slack = [&](int n) -> std::int64_t {
+    return full ? checkpointed_inputs(l, n) * slack + whole_layers(l, n) * whole_slack : n * slack;
+  };
   const std::int64_t layers_per_chunk = (sp.layers + l.vpp - 1) / l.vpp;  // the largest chunk
   const bool even_chunks = sp.layers % l.vpp == 0;
-  std::int64_t held_layers = in_flight * layers_per_chunk, held_bytes = in_flight * chunk_bytes(int(layers_per_chunk));
+  std::int64_t held_layers = in_flight * layers_per_chunk, held_bytes = in_flight * chunk_bytes(int(layers_per_chunk)),
+               held_slack = in_flight * chunk_slack(int(layers_per_chunk));
   if (!even_chunks) {
-    held_layers = held_bytes = 0;
+    held_layers = held_bytes = held_slack = 0;
     for (int c = 0; c < l.vpp; ++c) {
       const int n = chunk_layers(int(sp.layers), l, stage, c), k = in_flight_of_chunk(l, micro, stage, c);
       held_layers += std::int64_t(k) * n;
       held_bytes += k * chunk_bytes(n);
+      held_slack += k * chunk_slack(n);
     }
   }
   const bool partial = full && l.partial_recompute_set();
@@ -415,17 +424,7 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
   } else {
     // Requests of 10 MiB or more get a segment rounded up to 2 MiB: the
     // remainder of each saved activation is reserved but not allocated.
-    const std::int64_t slack = layer_rounding_slack(m, t.flash_attention, l.recompute, a, prof.act);
-    std::int64_t slack_bytes = held_layers * slack;
-    if (partial) {
-      // Checkpointed inputs and whole layers round separately.
-      const std::int64_t whole_slack = layer_rounding_slack(m, t.flash_attention, Recompute::kNone, a, prof.act);
-      auto chunk_slack = [&](int n) { return checkpointed_inputs(l, n) * slack + whole_layers(l, n) * whole_slack; };
-      slack_bytes = 0;
-      for (int c = 0; c < l.vpp; ++c)
-        slack_bytes += std::int64_t(in_flight_of_chunk(l, micro, stage, c)) * chunk_slack(chunk_layers(int(sp.layers), l, stage, c));
-    }
-    out.add(Category::kFragmentation, "segment rounding of saved activations", slack_bytes,
+    out.add(Category::kFragmentation, "segment rounding of saved activations", held_slack,
             [&] { return fmt::format("{} layer forwards in flight x {} per layer", held_layers, human(slack)); },
             "pytorch c10/cuda/CUDACachingAllocator.cpp@001074d2 (kMinLargeAlloc 10 MiB, kRoundLarge 2 MiB, :117-124)");
     if (last && prof.loss.logits_block_stranded && a.act_bytes < 4) {
@@ -447,13 +446,13 @@ ModelState model_state_bytes(std::int64_t psi, int zero, int dp, int wb, int gb,
 
 StageParams stage_params(const Model& m, const Layout& l, int stage) {
   const std::int64_t h = m.hidden_size, q = m.q_width(), kv = m.kv_width(), t = l.tp;
-  const std::int64_t fin = m.ffn_in_width(), f = m.ffn_hidden_size;
+  const std::int64_t fin = m.ffn_in_width();
   const std::int64_t norm = m.normalization == Normalization::kRmsNorm ? h : 2 * h;
   StageParams p;
   p.layers = stage_layers(m, l, stage);
   // Column-parallel QKV and fc1, row-parallel out-proj and fc2 (Shoeybi et al.
   // 2019); row-parallel biases and norms are replicated.
-  p.layer = (h * (q + 2 * kv) + q * h + h * fin + f * h) / t + m.norms_per_layer() * norm;
+  p.layer = linear_layer_weights(m) / t + m.norms_per_layer() * norm;
   if (m.has_qkv_bias()) p.layer += (q + 2 * kv) / t;
   if (m.bias) p.layer += h + fin / t + h;
   const std::int64_t vocab_rows = vocab_per_rank(m, l.tp);

@@ -60,15 +60,17 @@ std::int64_t norm_params(const Model& m) {
 }
 }  // namespace
 
+std::int64_t linear_layer_weights(const Model& m) {
+  const std::int64_t h = m.hidden_size, q = m.q_width(), kv = m.kv_width();
+  return h * q + 2 * h * kv + q * h + h * m.ffn_in_width() + std::int64_t(m.ffn_hidden_size) * h;
+}
+
 std::int64_t layer_params(const Model& m) {
   const std::int64_t h = m.hidden_size, q = m.q_width(), kv = m.kv_width();
-  std::int64_t attn = h * q + 2 * h * kv + q * h;  // FACTS: d·H·hd + 2·d·KV·hd + H·hd·d
-  if (m.has_qkv_bias()) attn += q + 2 * kv;
-  if (m.bias) attn += h;
-  const std::int64_t fin = m.ffn_in_width(), f = m.ffn_hidden_size;
-  std::int64_t mlp = h * fin + f * h;  // 3·d·ffn gated, 2·d·ffn otherwise
-  if (m.bias) mlp += fin + h;
-  return attn + mlp + m.norms_per_layer() * norm_params(m);
+  std::int64_t p = linear_layer_weights(m);
+  if (m.has_qkv_bias()) p += q + 2 * kv;
+  if (m.bias) p += h + m.ffn_in_width() + h;  // out-proj, fc1, fc2 biases
+  return p + m.norms_per_layer() * norm_params(m);
 }
 
 std::int64_t embedding_params(const Model& m) {

@@ -209,6 +209,10 @@ std::int64_t embedding_params(const Model& m);
 // Output projection (0 when tied to the embedding).
 std::int64_t output_params(const Model& m);
 std::int64_t final_norm_params(const Model& m);
+// The weight matrices of one layer's four linear layers (QKV, out-proj, fc1
+// incl. the gate, fc2), no biases: what tensor parallelism splits and what FP8
+// quantizes. FACTS: d·H·hd + 2·d·KV·hd + H·hd·d, and 3·d·ffn gated (2 otherwise).
+std::int64_t linear_layer_weights(const Model& m);
 // All weights of the model (tied embedding counted once).
 std::int64_t total_params(const Model& m);
 // The same in floating point, for bounds checks before any 64-bit product.

@@ -39,12 +39,9 @@ struct Groups {
 };
 
 Groups place_groups(const Cluster& c, const Layout& l) {
-  return {place_group(c, l.tp, 1), place_group(c, l.dp * l.cp, l.tp), place_group(c, l.pp, l.tp * l.cp * l.dp),
+  return {place_group(c, l.tp, 1), place_group(c, l.dp_cp(), l.tp), place_group(c, l.pp, l.tp * l.cp * l.dp),
           place_group(c, l.cp, l.tp)};
 }
-
-// Data-parallel ranks that share gradients and optimizer shards: dp x cp.
-int dp_cp(const Layout& l) { return l.dp * l.cp; }
 
 struct LayerTime {
   double total = 0;  // whole layer forward
@@ -242,7 +239,7 @@ double bucketed(const Training& t, double params, Collective&& coll) {
 // Gradient reduction over dp: all-reduce (ZeRO-0) or reduce-scatter (ZeRO ≥ 1)
 // of the stage's gradients in grad_dtype (Rajbhandari et al. 2020 §7).
 double dp_grad_reduce_time(const Spec& s, const Layout& l, const GroupPlacement& g, double params) {
-  if (dp_cp(l) <= 1) return 0;
+  if (l.dp_cp() <= 1) return 0;
   // In the framework's reduce dtype (Megatron: fp32 unless --grad-reduce-in-bf16).
   const double gb = grad_reduce_bytes(profile(s.training.framework), s.training);
   return bucketed(s.training, params, [&](double p) {
@@ -255,15 +252,13 @@ double dp_grad_reduce_time(const Spec& s, const Layout& l, const GroupPlacement&
 // step with ZeRO 1/2 (Megatron's distributed optimizer), before every forward
 // and backward with ZeRO-3 (Rajbhandari et al. 2020 §7.2).
 double dp_param_gather_time(const Spec& s, const Layout& l, const GroupPlacement& g, double params) {
-  if (dp_cp(l) <= 1 || l.zero == 0) return 0;
+  if (l.dp_cp() <= 1 || l.zero == 0) return 0;
   double wb = dtype_bytes(s.training.precision);
   if (s.training.fp8_param_gather) {
     // FP8 primary weights are gathered in FP8: 1 byte for the linear layers'
     // share of the parameters, the rest (embeddings, norms) in bf16.
     const Model& m = s.model;
-    const double h = m.hidden_size;
-    const double linear = double(m.num_layers) * (h * double(m.q_width() + 2 * m.kv_width()) + double(m.q_width()) * h +
-                                                  h * double(m.ffn_in_width()) + double(m.ffn_hidden_size) * h);
+    const double linear = double(m.num_layers) * double(linear_layer_weights(m));
     const double share = std::min(1.0, linear / double(total_params(m)));
     wb = share * 1.0 + (1 - share) * wb;
   }
@@ -278,7 +273,7 @@ double dp_param_gather_time(const Spec& s, const Layout& l, const GroupPlacement
 // Cluster::optimizer_eff() of the HBM bandwidth.
 double optimizer_step_time(const Spec& s, const Layout& l, double params) {
   const Training& t = s.training;
-  const double shard = l.zero >= 1 ? double(std::int64_t((params + dp_cp(l) - 1) / dp_cp(l))) : params;
+  const double shard = l.zero >= 1 ? double(std::int64_t((params + l.dp_cp() - 1) / l.dp_cp())) : params;
   const double wb = dtype_bytes(t.precision), gb = grad_reduce_bytes(profile(t.framework), t);
   const double weights = t.precision == DType::kFp32 ? 2 * wb : wb;
   const double bytes = shard * (2 * gb + 2 * t.optimizer_state_bytes + weights);
@@ -289,7 +284,7 @@ double optimizer_step_time(const Spec& s, const Layout& l, double params) {
 // gradients are reduce-scattered in its own backward (DeepSpeed reduces its
 // IPG buckets at every micro-step; Rajbhandari et al. 2020 §5.2); ZeRO 0 and 1
 // accumulate the full gradients and reduce them once a step.
-bool reduces_every_microbatch(const Layout& l) { return l.zero >= 2 && dp_cp(l) > 1; }
+bool reduces_every_microbatch(const Layout& l) { return l.zero >= 2 && l.dp_cp() > 1; }
 
 // DP communication a stage leaves exposed at the end of the step (ZeRO 0–2):
 // the gradient reduction overlaps with the backward of the last micro-batch
