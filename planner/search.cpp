@@ -103,7 +103,7 @@ std::vector<int> distinct(const std::vector<int>& only, std::vector<int> natural
   return natural;
 }
 
-// With dp = 1 every ZeRO stage is the same layout: try one, named by the
+// With dp x cp = 1 every ZeRO stage is the same layout: try one, named by the
 // spec's lowest allowed stage (0 when unconstrained).
 std::vector<int> one_zero(const std::vector<int>& only) {
   return {only.empty() ? 0 : *std::min_element(only.begin(), only.end())};
@@ -201,7 +201,7 @@ Plan make_plan(const Spec& s) {
         for (int vpp : vpp_values)
           for (Schedule sched : {Schedule::k1F1B, Schedule::kGPipe})
             if (!(sched == Schedule::kGPipe && (pp == 1 || vpp > 1)) && !(pp > 1 && !allowed_enum(q.schedule, sched)))
-              n += std::int64_t(mbss.size()) * (tp > 1 ? sps_tp.size() : 1) * (dp > 1 ? zeros_dp.size() : 1) * recomputes;
+              n += std::int64_t(mbss.size()) * (tp > 1 ? sps_tp.size() : 1) * (dp * cp > 1 ? zeros_dp.size() : 1) * recomputes;
         plan.rejected[int(*bad)] += n;
         continue;
       }
@@ -212,7 +212,8 @@ Plan make_plan(const Spec& s) {
           if (pp > 1 && !allowed_enum(q.schedule, sched)) continue;
           for (int mbs : mbss) {
             for (int sp : tp > 1 ? sps_tp : std::vector<int>{0}) {
-              for (int zero : dp > 1 ? zeros_dp : one_zero(q.zero)) {
+              // ZeRO shards over dp x cp: distinct stages whenever that group has two ranks.
+              for (int zero : dp * cp > 1 ? zeros_dp : one_zero(q.zero)) {
                 for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
                   if (!allowed_enum(q.recompute, rc)) continue;
                   Layout l;

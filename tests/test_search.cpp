@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <set>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -266,6 +267,26 @@ TEST_CASE("make_plan honours the spec's search constraints", "[search]") {
   CHECK(has([](const Candidate& x) { return x.layout.recompute == Recompute::kFull; }));
   CHECK(has([](const Candidate& x) { return x.layout.schedule == Schedule::kGPipe; }));
   CHECK(has([](const Candidate& x) { return x.layout.pp > 1; }));
+}
+
+TEST_CASE("make_plan tries every ZeRO stage when dp = 1 but cp > 1: state shards over dp x cp", "[search][cp]") {
+  Spec s = example("llama2-7b-dgx-h100.yaml");
+  s.search = SearchSpace{};
+  s.search.tp = {4};
+  s.search.cp = {2};
+  s.search.pp = {1};  // dp = 8 / (4 x 2) = 1
+  const Plan plan = make_plan(s);
+  std::set<int> zeros;
+  for (const Candidate& x : plan.candidates) {
+    REQUIRE(x.layout.dp == 1);
+    zeros.insert(x.layout.zero);
+  }
+  CHECK(zeros == std::set<int>{0, 1, 2, 3});
+  // And they differ: ZeRO-1 shards the optimizer state over the two cp ranks.
+  Layout z0 = parse_layout("tp=4,cp=2,zero=0"), z1 = parse_layout("tp=4,cp=2,zero=1");
+  REQUIRE(!resolve_layout(s, &z0));
+  REQUIRE(!resolve_layout(s, &z1));
+  CHECK(stage_memory(s, z1, 0)[Category::kOptimizer] * 2 == stage_memory(s, z0, 0)[Category::kOptimizer]);
 }
 
 TEST_CASE("make_plan counts rejected layouts by reason", "[search]") {
