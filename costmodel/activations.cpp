@@ -71,7 +71,8 @@ TensorList layer_saved_tensors(const Model& m, bool flash, const ActivationVaria
   l.add({"out_proj", "input (attention output)", q, 0, ElemKind::kAct, Shard::kTp, false, true});
   if (m.post_norms) {
     // Gemma-2's post_attention_layernorm normalises the attention output
-    // before the residual add: it saves its input (transformers Gemma2DecoderLayer).
+    // before the residual add: it saves its input (huggingface/transformers@9a80143c
+    // src/transformers/models/gemma2/modeling_gemma2.py Gemma2DecoderLayer.forward).
     add_norm_inputs(&l, "post_attn_norm", m, v);
     if (v.norm_saves_stats) l.add({"post_attn_norm", "fp32 statistics", stats, 0, ElemKind::kFp32, Shard::kSp, false});
   }
@@ -82,7 +83,9 @@ TensorList layer_saved_tensors(const Model& m, bool flash, const ActivationVaria
   l.add({"fc1", "input (norm output)", h, 0, ElemKind::kAct, Shard::kSp, false, true});
   const char* act = m.activation == Activation::kSwiglu ? "swiglu" : m.activation == Activation::kGeglu ? "geglu" : "gelu";
   l.add({act, "input", m.ffn_in_width(), 0, ElemKind::kAct, Shard::kTp, false});
-  // An unfused gated MLP's multiply saves the activation's output (SiLU or GeLU).
+  // An unfused gated MLP's multiply saves the activation's output (SiLU or
+  // GeLU): act_fn(gate_proj(x)) * up_proj(x) (transformers@9a80143c
+  // modeling_gemma2.py Gemma2MLP.forward; LlamaMLP the same with SiLU).
   if (v.swiglu_saves_silu_output && m.gated())
     l.add({act, "activation output (unfused multiply)", m.ffn_hidden_size, 0, ElemKind::kAct, Shard::kTp, false});
   l.add({"fc2", "input (activation output)", m.ffn_hidden_size, 0, ElemKind::kAct, Shard::kTp,

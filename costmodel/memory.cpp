@@ -186,13 +186,17 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
       out.add(Category::kWeights, "FP8 primary weights: 1-byte row-wise + 1-byte transpose, not the bf16 copy",
               (2 - wbytes) * linear, [&] {
                 return fmt::format("(1 + 1 - {} B) x {} linear-layer params", wbytes, count(linear));
-              }, "Megatron --fp8-param-gather (fp8_model_init): FP8 parameters; TE keeps their transpose");
-    // Delayed scaling: per linear layer, input, weight and output-gradient
-    // amax histories and scales, fp32 (Megatron --fp8-amax-history-len).
-    const std::int64_t scaling = sp.layers * 4 * 3 * (t.fp8_amax_history_len + 2) * 4;
+              }, "NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/transformer_config.py:602 (fp8_param), "
+                 "megatron/core/extensions/transformer_engine.py:296 (fp8_model_init); TE linear.py:479-488 (transpose workspace)");
+    // Delayed scaling: each linear GEMM has 3 forward quantizers (input,
+    // weight, output) and 2 backward ones (TE module/base.py:1139), each an
+    // fp32 scale and an fp32 amax history (quantization.py:1436-1442), the
+    // history Megatron's --fp8-amax-history-len long (default 1).
+    const std::int64_t scaling = sp.layers * 4 * 5 * (t.fp8_amax_history_len + 1) * 4;
     out.add(Category::kWeights, "FP8 scaling state (amax histories, scales)", scaling, [&] {
-      return fmt::format("{} layers x 4 linears x 3 tensors x (history {} + 2) x 4 B", sp.layers, t.fp8_amax_history_len);
-    }, "transformer_engine/common/recipe DelayedScaling (amax_history_len; Megatron default 1)");
+      return fmt::format("{} layers x 4 linears x 5 quantizers x (history {} + 1) x 4 B", sp.layers, t.fp8_amax_history_len);
+    }, "NVIDIA/TransformerEngine@d0067d0d transformer_engine/pytorch/module/base.py:1139, quantization.py:1436-1442; "
+       "Megatron-LM@d98e8a64 transformer_config.py:621 (fp8_amax_history_len = 1)");
   }
 
   // Activations saved for backward, times the micro-batches in flight.
@@ -285,7 +289,9 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
   TransientPeak lt = layer_transient_peak(m, t.flash_attention, l.recompute, a, prof.act);
   if (full && l.recompute_method == RecomputeMethod::kUniform && l.recompute_layers > 1) {
     // Re-running a group of g layers holds every layer of it whole, less the
-    // checkpointed input: (g − 1) more whole layers than re-running one.
+    // checkpointed input: (g − 1) more whole layers than re-running one
+    // (Megatron-LM@d98e8a64 megatron/core/recompute.py:157-166: one
+    // checkpoint over custom(l, l + recompute_num_layers)).
     const std::int64_t g = std::min<std::int64_t>(l.recompute_layers, layers_per_chunk);
     if (g > 1) lt = {lt.bytes + (g - 1) * whole, "backward: residual grad + a recomputed group of recompute_layers layers"};
   }

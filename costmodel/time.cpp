@@ -419,8 +419,9 @@ StepTime estimate_time(const Spec& s, const Layout& l) {
   // A pipeline of stages of unequal time t_i (uneven layer counts, the
   // embedding and the output layer): m micro-batches pass the slowest stage
   // one after another, and the first forward and last backward pass every
-  // other stage once: step = m·t_crit + Σ_{i≠crit} t_i (a flow shop; with
-  // equal stages this is Narayanan et al. 2021's (m + p − 1)·t). Interleaving
+  // other stage once: step = m·t_crit + Σ_{i≠crit} t_i (the makespan of m
+  // identical jobs through a flow shop of p machines, Σ_i t_i + (m − 1)·max_i t_i;
+  // with equal stages Narayanan et al. 2021's (m + p − 1)·t, eq. 1). Interleaving
   // divides the fill and drain by v (§2.2).
   const double v = l.interleaved() ? l.vpp : 1;
   double all = mb0.total();

@@ -394,10 +394,11 @@ Draft from_deepspeed(const std::string& path, Spec* spec) {
     return v.get<int>();
   };
   // "auto": the HF Trainer fills the value in from its own arguments before
-  // DeepSpeed sees the config (huggingface/transformers
+  // DeepSpeed sees the config (huggingface/transformers@3a80c166
   // src/transformers/integrations/deepspeed.py, HfTrainerDeepSpeedConfig.
-  // trainer_config_process / trainer_config_finalize): here the spec and the
-  // other layout sources play the Trainer's part.
+  // trainer_config_process: micro-batch, accumulation, batch, bf16/fp16;
+  // trainer_config_finalize: reduce_bucket_size = hidden_size * hidden_size):
+  // here the spec and the other layout sources play the Trainer's part.
   auto is_auto = [](const json& v) { return v.is_string() && v.get<std::string>() == "auto"; };
   if (auto z = j.find("zero_optimization"); z != j.end()) {
     if (!z->is_object()) fail(path, "zero_optimization", "expected an object");

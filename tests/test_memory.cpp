@@ -341,7 +341,9 @@ TEST_CASE("FP8 (Transformer Engine): weight workspaces and 1-byte saved linear i
   // Linear weights per layer: 4h² + 3·h·ffn = 67,108,864 + 135,266,304 = 202,375,168;
   // 32 layers; row-wise + transpose FP8 caches, 1 B each (linear.py:479-488).
   const std::int64_t linear = 32LL * 202'375'168;
-  const std::int64_t scaling = 32LL * 4 * 3 * (1 + 2) * 4;  // amax history 1
+  // Delayed scaling: 5 quantizers per GEMM (TE base.py:1139: 3 forward, 2
+  // backward), each a scale + an amax history of 1, fp32.
+  const std::int64_t scaling = 32LL * 4 * 5 * (1 + 1) * 4;
   CHECK(fp8[Category::kWeights] - bf16[Category::kWeights] == 2 * linear + scaling);
   CHECK(2 * linear == 12'952'010'752);
   // Saved inputs of QKV (h), out-proj (h), fc1 (h) and fc2 (ffn) shrink from
