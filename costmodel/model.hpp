@@ -151,6 +151,14 @@ struct Training {
   // --fp8-param-gather: FP8 primary weights (no bf16 copy), gathered in FP8.
   bool fp8_param_gather = false;
   int fp8_amax_history_len = 1;  // Megatron --fp8-amax-history-len (default 1)
+  // Megatron's scatter-gather pipeline sends (Narayanan et al. 2021 §4.1): without
+  // sequence parallelism each tp rank sends 1/tp of the replicated s·b·h
+  // activation and the receiving stage all-gathers it over NVLink. Megatron-LM
+  // did this by default from 27fc468964 (2021-01-20, megatron/p2p_communication.py)
+  // until 39b83c7953 (2023-01-31) moved the pipeline into megatron/core without
+  // it (the flag --no-scatter-gather-tensors-in-pipeline stayed unused until
+  // 10e7b74597 removed it); today's Megatron sends the whole tensor. false: whole.
+  bool pipeline_scatter_gather = false;
 };
 
 // Upper bounds on sizes paraplan models, so that byte counts stay exact in

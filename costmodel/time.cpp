@@ -198,13 +198,28 @@ double tp_embedding_output_comm_time(const Model& m, const Training& t, const La
 
 // Pipeline sends per micro-batch: the s·b·h activation forward and its gradient
 // backward at each of the rank's v chunk boundaries (Narayanan et al. 2021
-// §2.2), / tp with SP (Megatron's scatter-gather optimisation, §4.1); send and
-// receive of a step overlap (batched isend/irecv).
+// §2.2); send and receive of a step overlap (batched isend/irecv). With SP the
+// tensor is already split over tp (s/tp·b·h per rank). Without SP every tp
+// rank holds the whole tensor: today's Megatron sends it whole; with
+// pipeline_scatter_gather (Megatron 2021-2023, §4.1; megatron/p2p_communication.py
+// at 39b83c7953^ :148-193) each rank sends 1/tp of it and the receiver
+// all-gathers the pieces over its tp group.
+}  // namespace
+
+double pipeline_send_bytes(const Model& m, const Training& t, const Layout& l) {
+  const double whole = tokens(t, l) * m.hidden_size * act_bytes(t);
+  return l.sp || t.pipeline_scatter_gather ? whole / l.tp : whole;
+}
+
+namespace {
+
 double pipeline_p2p_time(const Model& m, const Training& t, const Layout& l, const Cluster& c,
-                         const GroupPlacement& g) {
+                         const GroupPlacement& g, const GroupPlacement& tp) {
   if (l.pp <= 1) return 0;
-  const double bytes = tokens(t, l) * m.hidden_size * act_bytes(t) / (l.sp ? l.tp : 1);
-  return 2.0 * l.vpp * group_p2p_time(c, g, bytes);
+  double one = group_p2p_time(c, g, pipeline_send_bytes(m, t, l));
+  if (!l.sp && t.pipeline_scatter_gather && l.tp > 1)
+    one += group_allgather_time(c, tp, tokens(t, l) * m.hidden_size * act_bytes(t));
+  return 2.0 * l.vpp * one;
 }
 
 // Ring attention (Transformer Engine's p2p context parallelism,
@@ -365,7 +380,7 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
   // 2 forward + 2 backward collectives per layer, + 2 per recomputed layer
   // (the re-run forward repeats them; Korthikanti et al. 2022 §5).
   r.tp_comm_s = (4 * layers + 2 * recomputed) * pl.tp_collective_s + tp_embedding_output_comm_time(m, t, l, c, g.tp, first, last);
-  r.pp_comm_s = pipeline_p2p_time(m, t, l, c, g.pp);
+  r.pp_comm_s = pipeline_p2p_time(m, t, l, c, g.pp, g.tp);
   const CpRing ring = cp_ring_exposed_time(m, t, l, c, g.cp, f.core);
   r.cp_comm_s = layers * (ring.forward_s + ring.backward_s) + recomputed * ring.forward_s;
   r.zero3_s = zero3_exposed_gather_time(s, l, g.dp, stage_param_count(s, l, stage), r.forward_s,

@@ -66,6 +66,11 @@ double fp8_gemm_time(const Gemm& g, const Cluster& c);
 // An attention-core GEMM (QK^T, PV): gemm_time at Cluster::attention_eff().
 double attention_gemm_time(const Gemm& g, const Cluster& c, int elem_bytes);
 
+// Bytes one rank sends per pipeline boundary per micro-batch and direction:
+// s·b·h activations, / tp with SP or Megatron's scatter-gather
+// (Training::pipeline_scatter_gather), whole otherwise.
+double pipeline_send_bytes(const Model& m, const Training& t, const Layout& l);
+
 // One micro-batch on pipeline rank `stage` of a resolved layout.
 StageMicrobatch stage_microbatch_time(const Spec& spec, const Layout& layout, int stage);
 

@@ -208,7 +208,7 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
   const MapReader r(top.child("training"), file, "training.",
                     {"seq_length", "global_batch_size", "precision", "grad_dtype", "optimizer",
                      "optimizer_state_bytes", "flash_attention", "grad_bucket_params",
-                     "overlap_dp_comm", "framework", "fp8", "fp8_param_gather"});
+                     "overlap_dp_comm", "framework", "fp8", "fp8_param_gather", "pipeline_scatter_gather"});
   t->framework = Framework(r.opt_choice("framework", int(Framework::kMegatron),
                                         {"megatron", "deepspeed", "fsdp", "nanotron", "paraplan"}));
   t->seq_length = capped(r, "seq_length", r.get_int("seq_length", 1), kMaxSeq);
@@ -234,6 +234,7 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
   t->fp8_param_gather = r.opt_bool("fp8_param_gather", false);
   if (t->fp8_param_gather && !t->fp8) r.fail("fp8_param_gather", "needs fp8: true");
   if (t->fp8 && t->precision == DType::kFp32) r.fail("fp8", "FP8 training runs with bf16 or fp16 precision");
+  t->pipeline_scatter_gather = r.opt_bool("pipeline_scatter_gather", false);
 }
 
 void load_search(const MapReader& top, const std::string& file, SearchSpace* s) {

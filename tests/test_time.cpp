@@ -404,3 +404,33 @@ TEST_CASE("Gradient reduction in the framework's dtype: Megatron fp32 unless --g
   p.training.framework = Framework::kParaplan;
   CHECK(estimate_time(s, z2).dp_comm_total_s > estimate_time(p, z2).dp_comm_total_s);
 }
+
+TEST_CASE("Pipeline sends: s*b*h/tp bytes per boundary per micro-batch with SP or Megatron's scatter-gather, "
+          "whole without (issue 15)",
+          "[time]") {
+  // Llama-2-7B, s = 4096, b = 2, h = 4096, bf16: the whole activation is
+  // 4096 * 2 * 4096 * 2 B = 64 MiB; tp = 4 splits it into 16 MiB pieces.
+  Spec s = spec(4, 64);
+  const double whole = 4096.0 * 2 * 4096 * 2;
+  CHECK(whole == 64.0 * (1 << 20));
+  const Layout nosp = resolved(s, "tp=4,pp=4,mbs=2");
+  const Layout withsp = resolved(s, "tp=4,pp=4,sp=1,mbs=2");
+  // Today's Megatron core sends the replicated tensor whole without SP.
+  CHECK(pipeline_send_bytes(s.model, s.training, nosp) == whole);
+  CHECK(pipeline_send_bytes(s.model, s.training, withsp) == whole / 4);
+  // Megatron 2021-2023 (Narayanan et al. 2021 §4.1): scatter, send 1/tp, all-gather.
+  s.training.pipeline_scatter_gather = true;
+  CHECK(pipeline_send_bytes(s.model, s.training, nosp) == 16.0 * (1 << 20));
+  // The time: per micro-batch and chunk boundary, one send each way of 16 MiB
+  // between nodes (pp ranks are tp*dp = 32 GPUs apart) at 50 GB/s x 0.94 + 14 us,
+  // plus the receiver's all-gather of 64 MiB over 4 NVLink ranks:
+  // 3 x 3.4 us + 3/4 x 64 MiB / (450 GB/s x 0.82).
+  const double send = 14e-6 + 16.0 * (1 << 20) / (50e9 * 0.94);
+  const double gather = 3 * 3.4e-6 + 0.75 * whole / (450e9 * 0.82);
+  const StepTime sg = estimate_time(s, nosp);
+  CHECK(sg.pp_comm_s == Approx(sg.microbatches * 2 * (send + gather)).epsilon(1e-9));
+  s.training.pipeline_scatter_gather = false;
+  const StepTime plain = estimate_time(s, nosp);
+  CHECK(plain.pp_comm_s == Approx(plain.microbatches * 2 * (14e-6 + whole / (50e9 * 0.94))).epsilon(1e-9));
+  CHECK(sg.pp_comm_s < 0.5 * plain.pp_comm_s);
+}

@@ -105,6 +105,7 @@ std::string spec_to_yaml(const Spec& s) {
   e << YAML::Key << "overlap_dp_comm" << YAML::Value << t.overlap_dp_comm;
   if (t.fp8) e << YAML::Key << "fp8" << YAML::Value << true;
   if (t.fp8_param_gather) e << YAML::Key << "fp8_param_gather" << YAML::Value << true;
+  if (t.pipeline_scatter_gather) e << YAML::Key << "pipeline_scatter_gather" << YAML::Value << true;
   e << YAML::EndMap;
   e << YAML::Key << "memory_headroom" << YAML::Value << s.memory_headroom;
   const SearchSpace& q = s.search;
