@@ -143,22 +143,28 @@ double embedding_forward_time(const Model& m, const Training& t, const Layout& l
 }
 
 // Output layer on the last stage: final norm, logits GEMM over the vocab shard,
-// cross-entropy reading the logits and writing an fp32 softmax (Megatron's
-// vocab-parallel cross-entropy).
+// and the framework's cross-entropy (TimeVariant): the cast of the logits to
+// fp32 (read ab, write 4 B per logit; none in fp32 training) and its passes
+// over the fp32 logits, 4 B each.
+double ce_bytes_per_logit(const Training& t, int fp32_passes) {
+  const double ab = act_bytes(t);
+  return (ab < 4 ? ab + 4 : 0) + 4.0 * fp32_passes;
+}
+
 double output_forward_time(const Model& m, const Training& t, const Layout& l, const Cluster& c) {
   const double ab = act_bytes(t), vocab = double((m.vocab_size + l.tp - 1) / l.tp);
   const double norm = 2 * m.hidden_size * norm_tokens(t, l) * ab;
-  const double ce = tokens(t, l) * vocab * (ab + 4);
+  const double ce = tokens(t, l) * vocab * ce_bytes_per_logit(t, profile(t.framework).time.ce_fp32_passes_forward);
   return gemm_time(logits_gemm(m, l.mbs, t.seq_length, l.tp), c, act_bytes(t)) +
          memory_bound_time(norm + ce, c);
 }
 
-// Its backward: 2× the norm and GEMM, and the cross-entropy gradient reading
-// the fp32 softmax and writing the logits' gradient (1× the forward bytes).
+// Its backward: 2× the norm and GEMM, and the cross-entropy's gradient passes
+// with the cast of the gradient back to the activation dtype.
 double output_backward_time(const Model& m, const Training& t, const Layout& l, const Cluster& c) {
   const double ab = act_bytes(t), vocab = double((m.vocab_size + l.tp - 1) / l.tp);
   const double norm = 2 * m.hidden_size * norm_tokens(t, l) * ab;
-  const double ce = tokens(t, l) * vocab * (ab + 4);
+  const double ce = tokens(t, l) * vocab * ce_bytes_per_logit(t, profile(t.framework).time.ce_fp32_passes_backward);
   return 2 * gemm_time(logits_gemm(m, l.mbs, t.seq_length, l.tp), c, act_bytes(t)) +
          memory_bound_time(2 * norm + ce, c);
 }
@@ -377,6 +383,10 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
     r.forward_s += output_forward_time(m, t, l, c);
     r.backward_s += output_backward_time(m, t, l, c);
   }
+  // Gradient accumulation as its own pass after the backward (nanotron's fp32
+  // accumulator), over the stage's parameters.
+  const double accum = profile(t.framework).time.grad_accum_bytes_per_param;
+  if (accum > 0) r.backward_s += memory_bound_time(accum * double(stage_params(m, l, stage).total()), c);
   // 2 forward + 2 backward collectives per layer, + 2 per recomputed layer
   // (the re-run forward repeats them; Korthikanti et al. 2022 §5).
   r.tp_comm_s = (4 * layers + 2 * recomputed) * pl.tp_collective_s + tp_embedding_output_comm_time(m, t, l, c, g.tp, first, last);

@@ -83,7 +83,15 @@ const Profile& deepspeed_profile() {
       false,
       DS "deepspeed/runtime/zero/config.py:215 (stage3_prefetch_bucket_size 5e7)",
       "DeepSpeed checkpoints what the model code wraps (deepspeed.checkpointing); it has no --recompute-method: use recompute=full",
-      "DeepSpeed's sequence parallelism (Ulysses) exchanges heads by all-to-all, not a KV ring; not modelled: use cp=1"};
+      "DeepSpeed's sequence parallelism (Ulysses) exchanges heads by all-to-all, not a KV ring; not modelled: use cp=1",
+      nullptr,
+      "",
+      TimeVariant{3, 4,
+                  "the model's own loss: huggingface/transformers src/transformers/loss/loss_utils.py ForCausalLMLoss "
+                  "(logits.float(), then nn.functional.cross_entropy; version unnamed): aten log_softmax reads each row twice (max, sum of exps) and writes it (3 passes), "
+                  "nll_loss gathers; backward nll_loss_backward writes a dense gradient (1), log_softmax_backward reads "
+                  "the gradient and the output and writes (3)",
+                  0, ""}};
   return p;
 }
 

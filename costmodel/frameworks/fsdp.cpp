@@ -59,7 +59,12 @@ const Profile& fsdp_profile() {
       "torchtitan's full AC wraps every block; its per-layer 'selective' AC (every n-th block) is not Megatron's block method: use recompute=full",
       nullptr,
       [](const Training&) { return 4.0; },
-      TT "torchtitan/config/configs.py:102 (mixed_precision_reduce: float32)"};
+      TT "torchtitan/config/configs.py:102 (mixed_precision_reduce: float32)",
+      TimeVariant{3, 4,
+                  TT "torchtitan/components/loss.py:32-50 (pred.float(), then F.cross_entropy): aten log_softmax reads "
+                     "each row twice and writes it (3 passes); backward nll_loss_backward writes a dense gradient (1), "
+                     "log_softmax_backward reads the gradient and the output and writes (3)",
+                  0, ""}};
   return p;
 }
 

@@ -63,7 +63,16 @@ const Profile& megatron_profile() {
       nullptr,
       nullptr,
       [](const Training& t) { return t.grad_dtype_given ? double(dtype_bytes(t.grad_dtype)) : 4.0; },
-      MCORE "megatron/training/arguments.py:1213-1217 (fp32 accumulate and reduce unless --grad-reduce-in-bf16)"};
+      MCORE "megatron/training/arguments.py:1213-1217 (fp32 accumulate and reduce unless --grad-reduce-in-bf16)",
+      TimeVariant{8, 2,
+                  MCORE "megatron/core/models/common/language_module/language_module.py:200 (unfused "
+                        "vocab_parallel_cross_entropy unless --cross-entropy-loss-fusion); tensor_parallel/cross_entropy.py:25 "
+                        "(.float()), :27 (max: read), :42 (-= max: read + write), :62 (exp in place), :63 (sum: read), "
+                        ":77 (div_: read + write) = 8 fp32 passes; backward :114 (mul_: read + write) = 2, and the "
+                        "cast's gradient back to bf16",
+                  0,
+                  MCORE "megatron/training/arguments.py:2944 (--no-gradient-accumulation-fusion: fusion on by default, "
+                        "the weight-gradient GEMM accumulates into the fp32 main_grad; no separate pass)"}};
   return p;
 }
 

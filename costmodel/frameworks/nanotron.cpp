@@ -66,7 +66,16 @@ const Profile& nanotron_profile() {
       "nanotron's recompute_layer recomputes every layer; no --recompute-method: use recompute=full",
       "nanotron has no context parallelism: use cp=1",
       [](const Training&) { return 4.0; },
-      NT "src/nanotron/optim/gradient_accumulator.py:128-140 (fp32 grad buffers reduce-scattered)"};
+      NT "src/nanotron/optim/gradient_accumulator.py:128-140 (fp32 grad buffers reduce-scattered)",
+      TimeVariant{8, 2,
+                  NT "src/nanotron/models/llama.py:876 (x.float() block), parallel/tensor_parallel/functional.py:40 "
+                     "(max: read), :43 (logits - max: read + write), :74 (exp in place), :75 (sum: read), :82 (div_: "
+                     "read + write) = 8 fp32 passes; backward :101 (mul_: read + write) = 2, and the cast's gradient "
+                     "back to bf16",
+                  2 + 4 + 4,
+                  NT "src/nanotron/optim/gradient_accumulator.py:224 (fp32_grad.add_(half_param.grad) after every "
+                     "micro-batch's backward), :346 (the same add in the DDP hook on the sync step): read the bf16 "
+                     "gradient and the fp32 buffer, write the buffer"}};
   return p;
 }
 

@@ -99,6 +99,22 @@ struct RuntimeVariant {
   bool cuda = true;  // false: paraplan's CPU executor (no context, no NCCL)
 };
 
+// What the framework's own code costs in time beyond the GEMMs and the
+// layer's elementwise ops every stack shares (costmodel/time.cpp).
+struct TimeVariant {
+  // Cross-entropy over the vocab-parallel logits: full passes over the fp32
+  // logits (4 B per logit each, read or write) in forward and backward, beside
+  // the cast of the activation-dtype logits to fp32 and of the gradient back.
+  int ce_fp32_passes_forward = 0;
+  int ce_fp32_passes_backward = 0;
+  Source ce = "paraplan's executor: the cast of the logits to fp32 and back only";
+  // Gradient accumulation as a separate pass after every micro-batch's
+  // backward, bytes per parameter of the stage (0: fused into the weight-
+  // gradient GEMM, or gradients reduced per micro-batch).
+  double grad_accum_bytes_per_param = 0;
+  Source grad_accum = "";
+};
+
 struct Profile {
   Framework id;
   const char* name;
@@ -148,6 +164,7 @@ struct Profile {
   // optimizer's read of the gradients) moves; nullptr: training.grad_dtype.
   double (*grad_reduce_bytes)(const Training&) = nullptr;
   Source grad_reduce = "";
+  TimeVariant time{};
 };
 
 // What a framework's gradient reduction moves per parameter, in bytes.
