@@ -1,5 +1,8 @@
 #include "costmodel/model.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 namespace paraplan {
 
 const char* dtype_name(DType t) {
@@ -39,6 +42,21 @@ bool parse_framework(const std::string& text, Framework* out) {
       return true;
     }
   return false;
+}
+
+double AttentionTable::at(double s, double d) const {
+  auto along_seq = [&](const double* y) {
+    if (s <= seq[0]) return y[0];
+    for (int i = 1; i < n; ++i)
+      if (s <= seq[i]) {
+        const double f = std::log(s / seq[i - 1]) / std::log(seq[i] / seq[i - 1]);
+        return y[i - 1] + f * (y[i] - y[i - 1]);
+      }
+    return y[n - 1];
+  };
+  const double a = along_seq(tflops_hd64), b = along_seq(tflops_hd128);
+  const double f = std::clamp((d - 64) / 64, 0.0, 1.0);
+  return a + f * (b - a);
 }
 
 double default_optimizer_state_bytes(OptimizerKind o, DType precision) {

@@ -63,12 +63,29 @@ struct Link {
   double latency_us = 0;
 };
 
+// Measured attention-kernel throughput of a GPU: fused (flash) attention,
+// causal, forward + backward, in TFLOP/s counting the causal half of the s²
+// products (the FlashAttention benchmark's convention), at each sequence length
+// for head dimensions 64 and 128 (Dao 2023, FlashAttention-2, Figs. 6-7: the
+// repository's assets/flash2_*_fwd_bwd_benchmark.png). n = 0: none given.
+struct AttentionTable {
+  static constexpr int kMax = 8;
+  int n = 0;
+  double seq[kMax] = {};
+  double tflops_hd64[kMax] = {};
+  double tflops_hd128[kMax] = {};
+  // TFLOP/s at sequence length s and head dimension d: log-linear in s between
+  // the measured points, linear in d between 64 and 128, clamped outside both.
+  double at(double s, double d) const;
+};
+
 struct Gpu {
   std::string name;
   double memory_gib = 0;
   double peak_tflops_bf16 = 0;
   double peak_tflops_fp8 = 0;  // dense FP8 tensor-core peak; 0 = the GPU has no FP8
   double hbm_bandwidth_gbs = 0;
+  AttentionTable flash_attention;  // gpu.flash_attention_tflops
 };
 
 struct Cluster {
@@ -159,6 +176,10 @@ struct Training {
   // it (the flag --no-scatter-gather-tensors-in-pipeline stayed unused until
   // 10e7b74597 removed it); today's Megatron sends the whole tensor. false: whole.
   bool pipeline_scatter_gather = false;
+  // Megatron's gradient-accumulation fusion (on unless
+  // --no-gradient-accumulation-fusion): the weight-gradient GEMM accumulates
+  // into the fp32 main_grad; off, a separate add pass follows every backward.
+  bool gradient_accumulation_fusion = true;
 };
 
 // Upper bounds on sizes paraplan models, so that byte counts stay exact in

@@ -86,6 +86,20 @@ double attention_core_memory_bound_bytes(const Model& m, const Training& t, cons
   return bytes;
 }
 
+// FLOP/s of the flash-attention kernel, counting every s² product (what
+// flash_attention_time divides). A calibrated cluster's attention_efficiency
+// is used as given. Otherwise the GPU's measured kernel throughput
+// (gpu.flash_attention_tflops: causal, forward + backward, at the sequence
+// each kernel call sees, s/cp with context parallelism, and the head dim)
+// counts the causal half of the products: the kernel skips the masked half,
+// so the full count runs at twice the table's rate. Without either,
+// gemm_efficiency of peak.
+double flash_attention_rate(const Model& m, const Training& t, const Layout& l, const Cluster& c) {
+  if (c.attention_efficiency > 0 || c.gpu.flash_attention.n == 0)
+    return c.gpu.peak_tflops_bf16 * 1e12 * c.attention_eff();
+  return 2 * c.gpu.flash_attention.at(double(t.seq_length) / l.cp, m.head_dim) * 1e12;
+}
+
 // Flash attention as one fused kernel: its two GEMMs' FLOPs on the roofline,
 // with only Q, K, V read and O written through HBM (Dao et al. 2022, §3.2).
 double flash_attention_time(const LayerGemms& g, const Model& m, const Training& t,
@@ -99,8 +113,7 @@ double flash_attention_time(const LayerGemms& g, const Model& m, const Training&
   flops /= l.cp;
   const double qkvo = 2 * double(m.q_width() + m.kv_width()) / l.tp;
   const double bytes = tokens(t, l) * (qkvo + (l.cp - 1) * 2.0 * double(m.kv_width()) / l.tp) * act_bytes(t);
-  return std::max(flops / (c.gpu.peak_tflops_bf16 * 1e12 * c.attention_eff()),
-                  memory_bound_time(bytes, c));
+  return std::max(flops / flash_attention_rate(m, t, l, c), memory_bound_time(bytes, c));
 }
 
 // One layer's forward on one tp rank: GEMMs on the roofline plus memory-bound ops.
@@ -385,7 +398,9 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
   }
   // Gradient accumulation as its own pass after the backward (nanotron's fp32
   // accumulator), over the stage's parameters.
-  const double accum = profile(t.framework).time.grad_accum_bytes_per_param;
+  const TimeVariant& tv = profile(t.framework).time;
+  const double accum = t.gradient_accumulation_fusion ? tv.grad_accum_bytes_per_param
+                                                      : std::max(tv.grad_accum_bytes_per_param, tv.unfused_grad_accum_bytes_per_param);
   if (accum > 0) r.backward_s += memory_bound_time(accum * double(stage_params(m, l, stage).total()), c);
   // 2 forward + 2 backward collectives per layer, + 2 per recomputed layer
   // (the re-run forward repeats them; Korthikanti et al. 2022 §5).

@@ -85,7 +85,7 @@ constexpr const char* kReadMegatronFlags[] = {
     "--expert-model-parallel-size", "--fp8-format", "--fp8-param-gather", "--fp8-recipe", "--fp8-amax-history-len", "--num-layers", "--hidden-size",
     "--num-attention-heads", "--ffn-hidden-size", "--num-query-groups", "--swiglu",
     "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--add-qkv-bias", "--normalization",
-    "--position-embedding-type"};
+    "--position-embedding-type", "--no-gradient-accumulation-fusion"};
 
 bool is_read_flag(const std::string& f) {
   for (const char* k : kReadMegatronFlags)
@@ -248,6 +248,7 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
       else if (v == "unfused" || v == "local") spec->training.flash_attention = false;
       else fail(src, flag, "expected flash, fused, unfused, local or auto, got '" + v + "'");
     } else if (flag == "--use-flash-attn") spec->training.flash_attention = true;
+    else if (flag == "--no-gradient-accumulation-fusion") spec->training.gradient_accumulation_fusion = false;
     else if (flag == "--fp8-format") {
       // e4m3 or hybrid (e4m3 forward, e5m2 gradients): both 1-byte GEMMs.
       const std::string& v = val();

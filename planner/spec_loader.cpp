@@ -160,12 +160,29 @@ Cluster cluster_from_yaml(const YAML::Node& node, const std::string& file,
   c.source = r.opt_string("source", "");
   if (!r.has("gpu")) r.fail("gpu", "missing required key");
   const MapReader g(r.child("gpu"), file, prefix + "gpu.",
-                    {"name", "memory_gib", "peak_tflops_bf16", "peak_tflops_fp8", "hbm_bandwidth_gbs"});
+                    {"name", "memory_gib", "peak_tflops_bf16", "peak_tflops_fp8", "hbm_bandwidth_gbs",
+                     "flash_attention_tflops"});
   c.gpu.name = g.get_string("name");
   c.gpu.memory_gib = g.get_number("memory_gib", 1e-9, kMaxGpuMemoryGib, true);
   c.gpu.peak_tflops_bf16 = g.get_number("peak_tflops_bf16", 1e-9, kMaxRate, true);
   c.gpu.peak_tflops_fp8 = g.has("peak_tflops_fp8") ? g.get_number("peak_tflops_fp8", 1e-9, kMaxRate, true) : 0;
   c.gpu.hbm_bandwidth_gbs = g.get_number("hbm_bandwidth_gbs", 1e-9, kMaxRate, true);
+  if (g.has("flash_attention_tflops")) {
+    const MapReader a(g.child("flash_attention_tflops"), file, prefix + "gpu.flash_attention_tflops.",
+                      {"seq_lengths", "head_dim_64", "head_dim_128"});
+    const std::vector<double> seq = a.get_number_list("seq_lengths", 0, kMaxRate);
+    const std::vector<double> t64 = a.get_number_list("head_dim_64", 0, c.gpu.peak_tflops_bf16);
+    const std::vector<double> t128 = a.get_number_list("head_dim_128", 0, c.gpu.peak_tflops_bf16);
+    if (seq.size() < 2 || seq.size() > size_t(AttentionTable::kMax))
+      a.fail("seq_lengths", fmt::format("expected 2 to {} sequence lengths, got {}", AttentionTable::kMax, seq.size()));
+    for (size_t i = 1; i < seq.size(); ++i)
+      if (seq[i] <= seq[i - 1]) a.fail("seq_lengths", "expected increasing sequence lengths");
+    if (t64.size() != seq.size()) a.fail("head_dim_64", fmt::format("expected {} values, one per sequence length", seq.size()));
+    if (t128.size() != seq.size()) a.fail("head_dim_128", fmt::format("expected {} values, one per sequence length", seq.size()));
+    AttentionTable& t = c.gpu.flash_attention;
+    t.n = int(seq.size());
+    for (int i = 0; i < t.n; ++i) t.seq[i] = seq[i], t.tflops_hd64[i] = t64[i], t.tflops_hd128[i] = t128[i];
+  }
   c.gpus_per_node = capped(r, "gpus_per_node", r.get_int("gpus_per_node", 1), 1024);
   for (const char* level : {"intra_node", "inter_node"}) {
     if (!r.has(level)) r.fail(level, "missing required key");
@@ -208,7 +225,8 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
   const MapReader r(top.child("training"), file, "training.",
                     {"seq_length", "global_batch_size", "precision", "grad_dtype", "optimizer",
                      "optimizer_state_bytes", "flash_attention", "grad_bucket_params",
-                     "overlap_dp_comm", "framework", "fp8", "fp8_param_gather", "pipeline_scatter_gather"});
+                     "overlap_dp_comm", "framework", "fp8", "fp8_param_gather", "pipeline_scatter_gather",
+                     "gradient_accumulation_fusion"});
   t->framework = Framework(r.opt_choice("framework", int(Framework::kMegatron),
                                         {"megatron", "deepspeed", "fsdp", "nanotron", "paraplan"}));
   t->seq_length = capped(r, "seq_length", r.get_int("seq_length", 1), kMaxSeq);
@@ -235,6 +253,7 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
   if (t->fp8_param_gather && !t->fp8) r.fail("fp8_param_gather", "needs fp8: true");
   if (t->fp8 && t->precision == DType::kFp32) r.fail("fp8", "FP8 training runs with bf16 or fp16 precision");
   t->pipeline_scatter_gather = r.opt_bool("pipeline_scatter_gather", false);
+  t->gradient_accumulation_fusion = r.opt_bool("gradient_accumulation_fusion", true);
 }
 
 void load_search(const MapReader& top, const std::string& file, SearchSpace* s) {

@@ -203,6 +203,20 @@ std::vector<std::int64_t> MapReader::opt_int_list(const char* key, std::int64_t 
   return out;
 }
 
+std::vector<double> MapReader::get_number_list(const char* key, double lo, double hi) const {
+  const YAML::Node v = require(key);
+  if (!v.IsSequence() || v.size() == 0) fail(key, "expected a non-empty list of numbers");
+  std::vector<double> out;
+  for (const auto& x : v) {
+    double d = 0;
+    if (!x.IsScalar() || !YAML::convert<double>::decode(x, d) || !std::isfinite(d))
+      fail(key, "expected a list of numbers, got " + scalar_text(x));
+    if (d <= lo || d > hi) fail(key, fmt::format("expected numbers in ({}, {}], got {}", lo, hi, x.Scalar()));
+    out.push_back(d);
+  }
+  return out;
+}
+
 std::vector<int> MapReader::opt_choice_list(const char* key,
                                             std::initializer_list<const char*> c) const {
   std::vector<int> out;

@@ -40,6 +40,8 @@ class MapReader {
   int opt_choice(const char* key, int def, std::initializer_list<const char*> choices) const;
   // A list of integers (a single scalar is a list of one).
   std::vector<std::int64_t> opt_int_list(const char* key, std::int64_t min_value) const;
+  // A required non-empty list of numbers in (lo, hi].
+  std::vector<double> get_number_list(const char* key, double lo, double hi) const;
   std::vector<int> opt_choice_list(const char* key, std::initializer_list<const char*> choices) const;
 
  private:

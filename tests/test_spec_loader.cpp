@@ -80,3 +80,43 @@ TEST_CASE("model YAML errors name the field and the line", "[spec]") {
     }
   }
 }
+
+TEST_CASE("cluster gpu.flash_attention_tflops: loads the table, errors name the field (issue 15)", "[spec]") {
+  const std::string head =
+      "name: c\ngpu:\n  name: g\n  memory_gib: 80\n  peak_tflops_bf16: 989\n  hbm_bandwidth_gbs: 3350\n"
+      "  flash_attention_tflops:\n";
+  const std::string tail =
+      "gpus_per_node: 8\nintra_node: {bandwidth_gbs: 450, latency_us: 3}\ninter_node: {bandwidth_gbs: 50, latency_us: 14}\n";
+  const Cluster c = cluster_from_yaml(
+      YAML::Load(head + "    seq_lengths: [1024, 4096]\n    head_dim_64: [192, 257]\n    head_dim_128: [221, 294]\n" + tail),
+      "c.yaml", "");
+  REQUIRE(c.gpu.flash_attention.n == 2);
+  CHECK(c.gpu.flash_attention.seq[1] == 4096);
+  CHECK(c.gpu.flash_attention.tflops_hd128[0] == 221);
+  struct Case {
+    std::string table;
+    const char* field;
+  };
+  const Case cases[] = {
+      {"    seq_lengths: [1024, 4096]\n    head_dim_64: [192]\n    head_dim_128: [221, 294]\n",
+       "gpu.flash_attention_tflops.head_dim_64"},
+      {"    seq_lengths: [4096, 1024]\n    head_dim_64: [192, 257]\n    head_dim_128: [221, 294]\n",
+       "gpu.flash_attention_tflops.seq_lengths"},
+      {"    seq_lengths: [1024, 4096]\n    head_dim_64: [192, 2000]\n    head_dim_128: [221, 294]\n",
+       "gpu.flash_attention_tflops.head_dim_64"},  // above the GPU's peak
+      {"    seq_lengths: [1024, 4096]\n    head_dim_64: [192, 257]\n", "gpu.flash_attention_tflops.head_dim_128"},
+      {"    seq_lengths: [1024, 4096]\n    head_dim_64: [192, x]\n    head_dim_128: [221, 294]\n",
+       "gpu.flash_attention_tflops.head_dim_64"},
+      {"    seq_length: [1024]\n", "gpu.flash_attention_tflops.seq_length"},
+  };
+  for (const Case& k : cases) {
+    INFO(k.table);
+    try {
+      cluster_from_yaml(YAML::Load(head + k.table + tail), "c.yaml", "");
+      FAIL("expected a SpecError");
+    } catch (const SpecError& e) {
+      CHECK(e.field() == k.field);
+      CHECK(e.file() == "c.yaml");
+    }
+  }
+}

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 
 #include "costmodel/schedule.hpp"
 #include "costmodel/time.hpp"
@@ -433,4 +434,41 @@ TEST_CASE("Pipeline sends: s*b*h/tp bytes per boundary per micro-batch with SP o
   const StepTime plain = estimate_time(s, nosp);
   CHECK(plain.pp_comm_s == Approx(plain.microbatches * 2 * (14e-6 + whole / (50e9 * 0.94))).epsilon(1e-9));
   CHECK(sg.pp_comm_s < 0.5 * plain.pp_comm_s);
+}
+
+TEST_CASE("Flash attention at the GPU's measured FlashAttention-2 throughput (issue 15)", "[time]") {
+  // The table interpolates log-linearly in s and linearly in the head dim
+  // (H100 figures, Dao-AILab/flash-attention assets/flash2_h100_fwd_bwd_benchmark.png (c), (d)).
+  AttentionTable t;
+  t.n = 3;
+  const double seq[] = {1024, 2048, 4096}, a[] = {192, 232, 257}, b[] = {221, 265, 294};
+  for (int i = 0; i < 3; ++i) t.seq[i] = seq[i], t.tflops_hd64[i] = a[i], t.tflops_hd128[i] = b[i];
+  CHECK(t.at(4096, 128) == 294);
+  CHECK(t.at(4096, 96) == Approx(275.5));
+  CHECK(t.at(std::sqrt(2048.0 * 4096.0), 64) == Approx((232 + 257) / 2.0));
+  CHECK(t.at(512, 64) == 192);      // clamped below
+  CHECK(t.at(65536, 256) == 294);   // clamped above
+  // Llama-2-7B (head dim 128) at s = 4096: the kernel runs the causal half of
+  // the s² products at 294 TFLOP/s, i.e. the whole count at 2 x 294. A spec
+  // with the table and one without it but attention_efficiency = 588 / 989
+  // predict the same step.
+  Spec with = spec(1, 64);
+  with.cluster.gpu.flash_attention = t;
+  Spec flat = spec(1, 64);
+  flat.cluster.attention_efficiency = 2 * 294.0 / 989.0;
+  const Layout l = resolved(with, "tp=1,pp=1,mbs=1");
+  CHECK(estimate_time(with, l).step_s == Approx(estimate_time(flat, l).step_s).epsilon(1e-12));
+  // A calibrated attention_efficiency wins over the table.
+  Spec both = with;
+  both.cluster.attention_efficiency = 0.5;
+  Spec half = spec(1, 64);
+  half.cluster.attention_efficiency = 0.5;
+  CHECK(estimate_time(both, l).step_s == Approx(estimate_time(half, l).step_s).epsilon(1e-12));
+  // With cp = 2 each kernel call sees s / 2 = 2048 tokens: 265 TFLOP/s.
+  Spec cp = spec(2, 64);
+  cp.cluster.gpu.flash_attention = t;
+  Spec cpflat = spec(2, 64);
+  cpflat.cluster.attention_efficiency = 2 * 265.0 / 989.0;
+  const Layout lc = resolved(cp, "tp=1,cp=2,pp=1,mbs=1");
+  CHECK(estimate_time(cp, lc).step_s == Approx(estimate_time(cpflat, lc).step_s).epsilon(1e-12));
 }

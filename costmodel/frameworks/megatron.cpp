@@ -72,7 +72,10 @@ const Profile& megatron_profile() {
                         "cast's gradient back to bf16",
                   0,
                   MCORE "megatron/training/arguments.py:2944 (--no-gradient-accumulation-fusion: fusion on by default, "
-                        "the weight-gradient GEMM accumulates into the fp32 main_grad; no separate pass)"}};
+                        "the weight-gradient GEMM accumulates into the fp32 main_grad; no separate pass)",
+                  2 + 4 + 4,
+                  MCORE "megatron/core/distributed/distributed_data_parallel.py:578 (without the fusion, "
+                        "param.main_grad.add_(param.grad.data) after each weight gradient: read 2 + 4 B, write 4 B)"}};
   return p;
 }
 

@@ -113,6 +113,10 @@ struct TimeVariant {
   // gradient GEMM, or gradients reduced per micro-batch).
   double grad_accum_bytes_per_param = 0;
   Source grad_accum = "";
+  // The same pass where the framework's fusion is switched off
+  // (Training::gradient_accumulation_fusion false).
+  double unfused_grad_accum_bytes_per_param = 0;
+  Source unfused_grad_accum = "";
 };
 
 struct Profile {

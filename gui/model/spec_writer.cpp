@@ -52,6 +52,19 @@ void cluster_map(YAML::Emitter& e, const Cluster& c) {
   e << YAML::Key << "peak_tflops_bf16" << YAML::Value << c.gpu.peak_tflops_bf16;
   if (c.gpu.peak_tflops_fp8 > 0) e << YAML::Key << "peak_tflops_fp8" << YAML::Value << c.gpu.peak_tflops_fp8;
   e << YAML::Key << "hbm_bandwidth_gbs" << YAML::Value << c.gpu.hbm_bandwidth_gbs;
+  if (c.gpu.flash_attention.n > 0) {
+    const AttentionTable& t = c.gpu.flash_attention;
+    auto row = [&](const char* key, const double* v) {
+      e << YAML::Key << key << YAML::Value << YAML::Flow << YAML::BeginSeq;
+      for (int i = 0; i < t.n; ++i) e << v[i];
+      e << YAML::EndSeq;
+    };
+    e << YAML::Key << "flash_attention_tflops" << YAML::Value << YAML::BeginMap;
+    row("seq_lengths", t.seq);
+    row("head_dim_64", t.tflops_hd64);
+    row("head_dim_128", t.tflops_hd128);
+    e << YAML::EndMap;
+  }
   e << YAML::EndMap;
   e << YAML::Key << "gpus_per_node" << YAML::Value << c.gpus_per_node;
   e << YAML::Key << "intra_node" << YAML::Value;
@@ -106,6 +119,7 @@ std::string spec_to_yaml(const Spec& s) {
   if (t.fp8) e << YAML::Key << "fp8" << YAML::Value << true;
   if (t.fp8_param_gather) e << YAML::Key << "fp8_param_gather" << YAML::Value << true;
   if (t.pipeline_scatter_gather) e << YAML::Key << "pipeline_scatter_gather" << YAML::Value << true;
+  if (!t.gradient_accumulation_fusion) e << YAML::Key << "gradient_accumulation_fusion" << YAML::Value << false;
   e << YAML::EndMap;
   e << YAML::Key << "memory_headroom" << YAML::Value << s.memory_headroom;
   const SearchSpace& q = s.search;
