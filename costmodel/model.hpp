@@ -85,6 +85,9 @@ struct Gpu {
   double peak_tflops_bf16 = 0;
   double peak_tflops_fp8 = 0;  // dense FP8 tensor-core peak; 0 = the GPU has no FP8
   double hbm_bandwidth_gbs = 0;
+  // Streaming multiprocessors (gpu.sm_count): the waves a GEMM's tiles run
+  // in. 0 = not given (no quantization).
+  int sm_count = 0;
   AttentionTable flash_attention;  // gpu.flash_attention_tflops
 };
 

@@ -1,6 +1,7 @@
 #include "costmodel/time.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "costmodel/frameworks/profile.hpp"
@@ -9,22 +10,42 @@
 
 namespace paraplan {
 
+double gemm_tile_utilization(const Gemm& g, int sms) {
+  if (sms <= 0 || g.m <= 0 || g.n <= 0) return 1;
+  // cuBLAS's common Hopper/Ampere tiles (NVIDIA, Matrix Multiplication
+  // Background User's Guide, DU-09799-001, §2.3); the best of them.
+  static constexpr double kTiles[][2] = {{128, 256}, {256, 128}, {128, 128}};
+  double best = 0;
+  for (const auto& t : kTiles) {
+    const double tiles = g.batch * std::ceil(g.m / t[0]) * std::ceil(g.n / t[1]);
+    const double waves = std::ceil(tiles / sms);
+    best = std::max(best, g.batch * g.m * g.n / (waves * sms * t[0] * t[1]));
+  }
+  return std::min(1.0, best);
+}
+
 double gemm_time(const Gemm& g, const Cluster& c, int elem_bytes) {
-  const double compute = g.flops() / (c.gpu.peak_tflops_bf16 * 1e12 * c.gemm_efficiency);
+  const double compute =
+      g.flops() / (c.gpu.peak_tflops_bf16 * 1e12 * c.gemm_efficiency * gemm_tile_utilization(g, c.gpu.sm_count));
   return std::max(compute, memory_bound_time(g.bytes(elem_bytes), c));
 }
+
+Gemm gemm_input_gradient(const Gemm& g) { return {g.name, g.batch, g.m, g.k, g.n, g.core_attention}; }
+Gemm gemm_weight_gradient(const Gemm& g) { return {g.name, g.batch, g.k, g.n, g.m, g.core_attention}; }
 
 double memory_bound_time(double bytes, const Cluster& c) {
   return bytes / (c.gpu.hbm_bandwidth_gbs * 1e9 * c.hbm_efficiency);
 }
 
 double fp8_gemm_time(const Gemm& g, const Cluster& c) {
-  const double compute = g.flops() / (c.gpu.peak_tflops_fp8 * 1e12 * c.gemm_efficiency);
+  const double compute =
+      g.flops() / (c.gpu.peak_tflops_fp8 * 1e12 * c.gemm_efficiency * gemm_tile_utilization(g, c.gpu.sm_count));
   return std::max(compute, memory_bound_time(g.bytes(1), c));
 }
 
 double attention_gemm_time(const Gemm& g, const Cluster& c, int elem_bytes) {
-  const double compute = g.flops() / (c.gpu.peak_tflops_bf16 * 1e12 * c.attention_eff());
+  const double compute =
+      g.flops() / (c.gpu.peak_tflops_bf16 * 1e12 * c.attention_eff() * gemm_tile_utilization(g, c.gpu.sm_count));
   return std::max(compute, memory_bound_time(g.bytes(elem_bytes), c));
 }
 
@@ -46,6 +67,8 @@ Groups place_groups(const Cluster& c, const Layout& l) {
 struct LayerTime {
   double total = 0;  // whole layer forward
   double core = 0;   // of which the attention core (scores, softmax, attention·V)
+  double linear = 0;            // of which the linear layers' GEMMs
+  double linear_backward = 0;   // their input- and weight-gradient GEMMs, each at its own shape
 };
 
 int act_bytes(const Training& t) { return dtype_bytes(t.precision); }
@@ -126,8 +149,14 @@ LayerTime layer_forward_time(const Model& m, const Training& t, const Layout& l,
   LayerTime r;
   // FP8 (Transformer Engine): the linear layers' GEMMs at the FP8 peak with
   // 1-byte operands; attention stays in bf16 (TE's FP8 attention is opt-in).
+  const bool fp8 = t.fp8 && c.gpu.peak_tflops_fp8 > 0;
+  auto time = [&](const Gemm& x) { return fp8 ? fp8_gemm_time(x, c) : gemm_time(x, c, ab); };
   for (const Gemm& x : gc)
-    if (!x.core_attention) r.total += t.fp8 && c.gpu.peak_tflops_fp8 > 0 ? fp8_gemm_time(x, c) : gemm_time(x, c, ab);
+    if (!x.core_attention) {
+      r.linear += time(x);
+      r.linear_backward += time(gemm_input_gradient(x)) + time(gemm_weight_gradient(x));
+    }
+  r.total += r.linear;
   for (const Gemm& x : g)
     if (x.core_attention && !t.flash_attention) r.core += attention_gemm_time(x, c, ab);
   if (t.flash_attention) r.core += flash_attention_time(g, m, t, l, c);
@@ -136,12 +165,13 @@ LayerTime layer_forward_time(const Model& m, const Training& t, const Layout& l,
   return r;
 }
 
-// Backward = 2× forward: each GEMM's input-gradient and weight-gradient GEMMs
-// have its shape (SC21 §5.1); memory-bound ops read the saved input and the
-// incoming gradient and write the outgoing one (≈ 2× their forward bytes).
-// Flash attention's backward is 2.5× its forward (FlashAttention-2, 5 GEMMs vs 2).
+// Backward: each linear GEMM's input-gradient (m×n by n×k) and weight-gradient
+// (k×m by m×n) GEMMs, the FLOPs of two forwards (SC21 §5.1), each at its own
+// tile utilization; memory-bound ops read the saved input and the incoming
+// gradient and write the outgoing one (≈ 2× their forward bytes). Flash
+// attention's backward is 2.5× its forward (FlashAttention-2, 5 GEMMs vs 2).
 double layer_backward_time(const LayerTime& f, bool flash) {
-  return 2 * (f.total - f.core) + (flash ? 2.5 : 2.0) * f.core;
+  return f.linear_backward + 2 * (f.total - f.core - f.linear) + (flash ? 2.5 : 2.0) * f.core;
 }
 
 // Recomputation in the backward: the whole layer forward (full, Chen et al.
@@ -178,7 +208,8 @@ double output_backward_time(const Model& m, const Training& t, const Layout& l, 
   const double ab = act_bytes(t), vocab = double((m.vocab_size + l.tp - 1) / l.tp);
   const double norm = 2 * m.hidden_size * norm_tokens(t, l) * ab;
   const double ce = tokens(t, l) * vocab * ce_bytes_per_logit(t, profile(t.framework).time.ce_fp32_passes_backward);
-  return 2 * gemm_time(logits_gemm(m, l.mbs, t.seq_length, l.tp), c, act_bytes(t)) +
+  const Gemm g = logits_gemm(m, l.mbs, t.seq_length, l.tp);
+  return gemm_time(gemm_input_gradient(g), c, act_bytes(t)) + gemm_time(gemm_weight_gradient(g), c, act_bytes(t)) +
          memory_bound_time(2 * norm + ce, c);
 }
 

@@ -56,9 +56,20 @@ struct StageMicrobatch {
   double total() const { return forward_s + backward_s + tp_comm_s + pp_comm_s + cp_comm_s + zero3_s; }
 };
 
+// Share of the launched tensor-core work that is useful: the GEMM's m×n
+// output in tiles over `sms` SMs, the last wave part-empty and the edge
+// tiles part-filled (tile and wave quantization; NVIDIA, Matrix
+// Multiplication Background User's Guide, DU-09799-001, §3.1-3.2), for the
+// best of cuBLAS's 128×256, 256×128 and 128×128 tiles. 1 when sms is 0.
+double gemm_tile_utilization(const Gemm& g, int sms);
 // Roofline time of one GEMM (Williams et al. 2009): the larger of its FLOPs at
-// peak × gemm_efficiency and its operand bytes at HBM bandwidth × hbm_efficiency.
+// peak × gemm_efficiency × tile utilization and its operand bytes at HBM
+// bandwidth × hbm_efficiency.
 double gemm_time(const Gemm& g, const Cluster& c, int elem_bytes);
+// The backward GEMMs of a forward m×k by k×n product: the input gradient
+// (m×n by n×k) and the weight gradient (k×m by m×n).
+Gemm gemm_input_gradient(const Gemm& g);
+Gemm gemm_weight_gradient(const Gemm& g);
 // A memory-bound kernel: bytes / (HBM bandwidth × hbm_efficiency).
 double memory_bound_time(double bytes, const Cluster& c);
 // The same GEMM in FP8 (Transformer Engine): peak_tflops_fp8, 1-byte operands.

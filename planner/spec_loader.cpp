@@ -161,12 +161,14 @@ Cluster cluster_from_yaml(const YAML::Node& node, const std::string& file,
   if (!r.has("gpu")) r.fail("gpu", "missing required key");
   const MapReader g(r.child("gpu"), file, prefix + "gpu.",
                     {"name", "memory_gib", "peak_tflops_bf16", "peak_tflops_fp8", "hbm_bandwidth_gbs",
-                     "flash_attention_tflops"});
+                     "flash_attention_tflops", "sm_count"});
   c.gpu.name = g.get_string("name");
   c.gpu.memory_gib = g.get_number("memory_gib", 1e-9, kMaxGpuMemoryGib, true);
   c.gpu.peak_tflops_bf16 = g.get_number("peak_tflops_bf16", 1e-9, kMaxRate, true);
   c.gpu.peak_tflops_fp8 = g.has("peak_tflops_fp8") ? g.get_number("peak_tflops_fp8", 1e-9, kMaxRate, true) : 0;
   c.gpu.hbm_bandwidth_gbs = g.get_number("hbm_bandwidth_gbs", 1e-9, kMaxRate, true);
+  c.gpu.sm_count = int(g.opt_int("sm_count", 0, 1));
+  if (c.gpu.sm_count > (1 << 20)) g.fail("sm_count", "expected at most 1048576 SMs");
   if (g.has("flash_attention_tflops")) {
     const MapReader a(g.child("flash_attention_tflops"), file, prefix + "gpu.flash_attention_tflops.",
                       {"seq_lengths", "head_dim_64", "head_dim_128"});

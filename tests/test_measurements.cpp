@@ -13,6 +13,7 @@
 // (median signed error about -1% against -4% for allocated), so it is compared
 // with reserved_bytes here.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "costmodel/memory.hpp"
+#include "costmodel/time.hpp"
 #include "test_helpers.hpp"
 
 using namespace paraplan;
@@ -216,4 +218,153 @@ TEST_CASE("Megatron-LM's memory regression tests: max_memory_allocated of the la
     // state (not yet explained); tp = 4 is within 0.5 %.
     CHECK(std::abs(state - g.measured_allocated) / g.measured_allocated <= 0.07);
   }
+}
+
+// ---- Step time against real runs (issue 15) ----
+
+namespace {
+
+struct TimedRow {
+  std::string id, model;
+  int nodes, dp, tp, pp, zero, mbs, grad_accum;
+  double mfu_pct, tokens_per_s_per_gpu;
+};
+
+// The runs that ran, from the full copy of the Playbook's 1B and 3B rows.
+std::vector<TimedRow> read_timed_rows() {
+  std::ifstream in(test::repo("tests/data/measurements/ultrascale-playbook-1B-3B.csv"));
+  REQUIRE(in);
+  std::vector<TimedRow> rows;
+  std::string line;
+  bool header = true;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    if (header) {
+      header = false;
+      continue;
+    }
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+    f.resize(16);
+    if (f[11] != "ran") continue;
+    rows.push_back({f[0], f[1], std::stoi(f[2]), std::stoi(f[4]), std::stoi(f[5]), std::stoi(f[6]), std::stoi(f[7]),
+                    std::stoi(f[8]), std::stoi(f[9]), std::stod(f[12]), std::stod(f[13])});
+  }
+  return rows;
+}
+
+// Predicted tokens/s per GPU of a run, or a negative number when paraplan
+// cannot express its layout.
+double predicted_tokens_per_s_per_gpu(const TimedRow& r) {
+  static const Model m1 = test::model("nanotron-bench-1b"), m3 = test::model("nanotron-bench-3b");
+  static const Cluster h100 = test::cluster("dgx-h100");
+  Spec s;
+  s.model = r.model == "1B" ? m1 : m3;
+  s.cluster = h100;
+  s.num_nodes = r.nodes;
+  s.search.allow_tp_across_nodes = true;
+  s.training.framework = Framework::kNanotron;
+  s.training.seq_length = 4096;
+  s.training.global_batch_size = r.dp * r.mbs * r.grad_accum;
+  s.training.flash_attention = true;
+  Layout l;
+  l.dp = r.dp, l.tp = r.tp, l.pp = r.pp, l.zero = r.zero, l.mbs = r.mbs;
+  l.sp = r.tp > 1;
+  if (resolve_layout(s, &l)) return -1;
+  return estimate_time(s, l).tokens_per_s / l.gpus();
+}
+
+}  // namespace
+
+TEST_CASE("nanotron on H100 (Ultra-Scale Playbook): tokens/s of the runs that ran, and which layout is fastest",
+          "[measurements]") {
+  const std::vector<TimedRow> rows = read_timed_rows();
+  REQUIRE(rows.size() == 1127);
+  std::vector<double> err, abs_err;
+  int high = 0, inexpressible = 0;
+  std::map<std::pair<std::string, int>, std::vector<std::pair<double, double>>> groups;  // (predicted, measured)
+  for (const TimedRow& r : rows) {
+    const double p = predicted_tokens_per_s_per_gpu(r);
+    if (p > 0) groups[{r.model, r.nodes}].push_back({p, r.tokens_per_s_per_gpu});
+    if (r.mfu_pct < 30) continue;
+    ++high;
+    if (p < 0) {
+      ++inexpressible;
+      continue;
+    }
+    err.push_back(p / r.tokens_per_s_per_gpu - 1);
+    abs_err.push_back(std::abs(err.back()));
+  }
+  // The measured-fastest run of each (model, nodes) group with >= 5 runs:
+  // its place in the predicted order.
+  int ranked = 0, in_top5 = 0;
+  std::string places;
+  for (const auto& [key, v] : groups) {
+    if (v.size() < 5) continue;
+    ++ranked;
+    size_t best = 0;
+    for (size_t i = 0; i < v.size(); ++i)
+      if (v[i].second > v[best].second) best = i;
+    int place = 0;
+    for (const auto& x : v) place += x.first > v[best].first;
+    in_top5 += place < 5;
+    places += fmt::format(" {}/n{}: {} of {};", key.first, key.second, place + 1, v.size());
+  }
+  const double med_abs = median(abs_err), med_signed = median(err);
+  WARN("nanotron tokens/s, runs with MFU >= 30%: " << high << " runs (" << inexpressible
+                                                   << " not expressible), median |error| " << 100 * med_abs
+                                                   << "%, median signed " << 100 * med_signed << "%; fastest run in the "
+                                                   << "predicted top 5 in " << in_top5 << " of " << ranked << " groups ("
+                                                   << "predicted place of the fastest:" << places << ")");
+  REQUIRE(high == 148);
+  // Where paraplan stands (the issue's targets are 12% and 90%; see README
+  // "What is verified"): these bounds catch a regression.
+  CHECK(med_abs <= 0.22);
+  CHECK(in_top5 >= 8);
+}
+
+TEST_CASE("Megatron-LM's own CI step times on H100 and A100 (gpt3_7b_*_memory_speed goldens)", "[measurements]") {
+  // iteration-time of NVIDIA/Megatron-LM@d98e8a64 tests/functional_tests/test_cases/gpt/<case>/golden_values_dev_<gpu>.json:
+  // the median of the logged steps from step 4 on (11 values on H100, 2 on A100; spread < 1%).
+  // The runs: 8 GPUs, --deterministic-mode, --no-gradient-accumulation-fusion, --overlap-grad-reduce,
+  // --use-distributed-optimizer, TE, bf16, seq 8192, global batch 8 (model_config.yaml).
+  struct Golden {
+    const char* name;
+    const char* cluster;
+    const char* layout;
+    double measured_s;
+  };
+  const Golden rows[] = {
+      {"gpt3_7b_tp4_pp1_memory_speed, H100", "dgx-h100", "tp=4,pp=1,zero=1,mbs=2", 1.1149},
+      {"gpt3_7b_tp4_pp1_memory_speed, A100", "dgx-a100-80gb", "tp=4,pp=1,zero=1,mbs=2", 2.5868},
+      {"gpt3_7b_tp1_pp4_memory_speed, H100", "dgx-h100", "tp=1,pp=4,vpp=8,zero=1,mbs=1", 1.1502},
+      {"gpt3_7b_tp1_pp4_memory_speed, A100", "dgx-a100-80gb", "tp=1,pp=4,vpp=8,zero=1,mbs=1", 2.9424},
+  };
+  const Model base = load_model_file(test::repo("tests/data/measurements/megatron-gpt3-7b-memory-speed.yaml"));
+  double sum_abs = 0;
+  for (const Golden& g : rows) {
+    Spec s;
+    s.model = base;
+    s.cluster = test::cluster(g.cluster);
+    s.num_nodes = 1;
+    s.training.framework = Framework::kMegatron;
+    s.training.seq_length = 8192;
+    s.training.global_batch_size = 8;
+    s.training.flash_attention = true;
+    s.training.overlap_dp_comm = true;                 // --overlap-grad-reduce
+    s.training.gradient_accumulation_fusion = false;  // --no-gradient-accumulation-fusion
+    s.training.grad_dtype = DType::kFp32;              // Megatron's default fp32 reduction
+    Layout l = parse_layout(g.layout);
+    const int pad = 128 * l.tp;
+    s.model.vocab_size = (base.vocab_size + pad - 1) / pad * pad;
+    REQUIRE(!resolve_layout(s, &l));
+    const double predicted = estimate_time(s, l).step_s, e = predicted / g.measured_s - 1;
+    sum_abs += std::abs(e);
+    WARN(g.name << ": predicted " << predicted << " s, measured " << g.measured_s << " s (" << 100 * e << "%)");
+    // paraplan is optimistic here (the issue's target is a mean of 4%).
+    CHECK(e < 0);
+    CHECK(e > -0.20);
+  }
+  WARN("Megatron CI step times: mean |error| " << 100 * sum_abs / 4 << "%");
 }

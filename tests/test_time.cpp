@@ -141,6 +141,35 @@ TEST_CASE("GEMM roofline, hand-computed", "[time]") {
   CHECK(attention_gemm_time(skinny, c, 2) == Approx(4.325376e-6).epsilon(1e-12));  // still memory-bound
 }
 
+TEST_CASE("GEMM tile and wave quantization on the GPU's SMs (issue 15)", "[time]") {
+  // nanotron 1B's QKV at tp = 8 on H100: 8192 tokens x 768 outputs. 128x256
+  // tiles: 64 x 3 = 192 tiles = 2 waves of 132 SMs, 8192*768 / (2*132*128*256)
+  // = 0.7273 useful; 128x128 tiles: 384 tiles = 3 waves, 8192*768 / (3*132*128*128)
+  // = 0.9697 useful: the best.
+  const Gemm qkv{"qkv", 1, 8192, 768, 2048, false};
+  CHECK(gemm_tile_utilization(qkv, 132) == Approx(8192.0 * 768 / (3 * 132 * 128 * 128)).epsilon(1e-12));
+  CHECK(gemm_tile_utilization(qkv, 0) == 1);
+  // 1000 x 100 fills one 128x128 tile row of 8 tiles on 132 SMs: 100000 / (132 * 16384).
+  CHECK(gemm_tile_utilization({"tiny", 1, 1000, 100, 4096, false}, 132) == Approx(100000.0 / (132 * 16384)));
+  // A batched product: 4 x (256 x 256) = 16 tiles of 128x128 (or 8 of 128x256), one wave of 132 either way:
+  // the smaller tiles waste less.
+  CHECK(gemm_tile_utilization({"b", 4, 256, 256, 64, false}, 132) == Approx(4.0 * 256 * 256 / (132 * 128 * 128)));
+  // The GEMM's time divides by it.
+  Cluster c;
+  c.gpu.peak_tflops_bf16 = 989;
+  c.gpu.hbm_bandwidth_gbs = 3350;
+  const double flat = gemm_time(qkv, c, 2);
+  c.gpu.sm_count = 132;
+  CHECK(gemm_time(qkv, c, 2) == Approx(flat / (8192.0 * 768 / (3 * 132 * 128 * 128))).epsilon(1e-12));
+  // Backward shapes: input gradient 8192x2048 by reduction 768, weight gradient
+  // 2048x768 by reduction 8192.
+  const Gemm dx = gemm_input_gradient(qkv), dw = gemm_weight_gradient(qkv);
+  CHECK((dx.m == 8192 && dx.n == 2048 && dx.k == 768));
+  CHECK((dw.m == 2048 && dw.n == 768 && dw.k == 8192));
+  CHECK(dx.flops() == qkv.flops());
+  CHECK(dw.flops() == qkv.flops());
+}
+
 TEST_CASE("The optimizer step streams its bytes at optimizer_efficiency", "[time]") {
   // Llama-2-7B (6,738,415,616 parameters, the HF model card's count) on one
   // H100, bf16 with 12-byte Adam state: per parameter the step reads the bf16
@@ -452,23 +481,18 @@ TEST_CASE("Flash attention at the GPU's measured FlashAttention-2 throughput (is
   // the s² products at 294 TFLOP/s, i.e. the whole count at 2 x 294. A spec
   // with the table and one without it but attention_efficiency = 588 / 989
   // predict the same step.
-  Spec with = spec(1, 64);
-  with.cluster.gpu.flash_attention = t;
-  Spec flat = spec(1, 64);
-  flat.cluster.attention_efficiency = 2 * 294.0 / 989.0;
-  const Layout l = resolved(with, "tp=1,pp=1,mbs=1");
-  CHECK(estimate_time(with, l).step_s == Approx(estimate_time(flat, l).step_s).epsilon(1e-12));
+  // Same step: a spec with the table, and one without it at attention_efficiency `eff`.
+  auto same_step = [&](int nodes, const char* layout, double eff, double given_eff) {
+    Spec with = spec(nodes, 64), flat = spec(nodes, 64);
+    with.cluster.gpu.flash_attention = t;
+    with.cluster.attention_efficiency = given_eff;
+    flat.cluster.attention_efficiency = eff;
+    const Layout l = resolved(with, layout);
+    return estimate_time(with, l).step_s == Approx(estimate_time(flat, l).step_s).epsilon(1e-12);
+  };
+  CHECK(same_step(1, "tp=1,pp=1,mbs=1", 2 * 294.0 / 989.0, 0));
   // A calibrated attention_efficiency wins over the table.
-  Spec both = with;
-  both.cluster.attention_efficiency = 0.5;
-  Spec half = spec(1, 64);
-  half.cluster.attention_efficiency = 0.5;
-  CHECK(estimate_time(both, l).step_s == Approx(estimate_time(half, l).step_s).epsilon(1e-12));
+  CHECK(same_step(1, "tp=1,pp=1,mbs=1", 0.5, 0.5));
   // With cp = 2 each kernel call sees s / 2 = 2048 tokens: 265 TFLOP/s.
-  Spec cp = spec(2, 64);
-  cp.cluster.gpu.flash_attention = t;
-  Spec cpflat = spec(2, 64);
-  cpflat.cluster.attention_efficiency = 2 * 265.0 / 989.0;
-  const Layout lc = resolved(cp, "tp=1,cp=2,pp=1,mbs=1");
-  CHECK(estimate_time(cp, lc).step_s == Approx(estimate_time(cpflat, lc).step_s).epsilon(1e-12));
+  CHECK(same_step(2, "tp=1,cp=2,pp=1,mbs=1", 2 * 265.0 / 989.0, 0));
 }

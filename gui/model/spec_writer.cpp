@@ -52,6 +52,7 @@ void cluster_map(YAML::Emitter& e, const Cluster& c) {
   e << YAML::Key << "peak_tflops_bf16" << YAML::Value << c.gpu.peak_tflops_bf16;
   if (c.gpu.peak_tflops_fp8 > 0) e << YAML::Key << "peak_tflops_fp8" << YAML::Value << c.gpu.peak_tflops_fp8;
   e << YAML::Key << "hbm_bandwidth_gbs" << YAML::Value << c.gpu.hbm_bandwidth_gbs;
+  if (c.gpu.sm_count > 0) e << YAML::Key << "sm_count" << YAML::Value << c.gpu.sm_count;
   if (c.gpu.flash_attention.n > 0) {
     const AttentionTable& t = c.gpu.flash_attention;
     auto row = [&](const char* key, const double* v) {
