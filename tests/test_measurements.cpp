@@ -39,10 +39,11 @@ struct Row {
   double measured_gib;  // 0 when not published (crashed runs)
 };
 
-std::vector<Row> read_rows() {
-  std::ifstream in(test::repo("tests/data/measurements/ultrascale-playbook-pp1.csv"));
+// The data rows of a copied CSV (comment lines and the header skipped), 16 fields each.
+std::vector<std::vector<std::string>> read_csv(const std::string& rel) {
+  std::ifstream in(test::repo(rel));
   REQUIRE(in);
-  std::vector<Row> rows;
+  std::vector<std::vector<std::string>> rows;
   std::string line;
   bool header = true;
   while (std::getline(in, line)) {
@@ -55,10 +56,16 @@ std::vector<Row> read_rows() {
     std::stringstream ss(line);
     for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
     f.resize(16);
-    Row r{f[0], f[1], f[11], std::stoi(f[2]), std::stoi(f[4]), std::stoi(f[5]), std::stoi(f[6]),
-          std::stoi(f[7]), std::stoi(f[8]), std::stoi(f[9]), f[14].empty() ? 0.0 : std::stod(f[14])};
-    rows.push_back(r);
+    rows.push_back(std::move(f));
   }
+  return rows;
+}
+
+std::vector<Row> read_rows() {
+  std::vector<Row> rows;
+  for (const auto& f : read_csv("tests/data/measurements/ultrascale-playbook-pp1.csv"))
+    rows.push_back({f[0], f[1], f[11], std::stoi(f[2]), std::stoi(f[4]), std::stoi(f[5]), std::stoi(f[6]),
+                    std::stoi(f[7]), std::stoi(f[8]), std::stoi(f[9]), f[14].empty() ? 0.0 : std::stod(f[14])});
   return rows;
 }
 
@@ -232,25 +239,11 @@ struct TimedRow {
 
 // The runs that ran, from the full copy of the Playbook's 1B and 3B rows.
 std::vector<TimedRow> read_timed_rows() {
-  std::ifstream in(test::repo("tests/data/measurements/ultrascale-playbook-1B-3B.csv"));
-  REQUIRE(in);
   std::vector<TimedRow> rows;
-  std::string line;
-  bool header = true;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    if (header) {
-      header = false;
-      continue;
-    }
-    std::vector<std::string> f;
-    std::stringstream ss(line);
-    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
-    f.resize(16);
-    if (f[11] != "ran") continue;
-    rows.push_back({f[0], f[1], std::stoi(f[2]), std::stoi(f[4]), std::stoi(f[5]), std::stoi(f[6]), std::stoi(f[7]),
-                    std::stoi(f[8]), std::stoi(f[9]), std::stod(f[12]), std::stod(f[13])});
-  }
+  for (const auto& f : read_csv("tests/data/measurements/ultrascale-playbook-1B-3B.csv"))
+    if (f[11] == "ran")
+      rows.push_back({f[0], f[1], std::stoi(f[2]), std::stoi(f[4]), std::stoi(f[5]), std::stoi(f[6]), std::stoi(f[7]),
+                      std::stoi(f[8]), std::stoi(f[9]), std::stod(f[12]), std::stod(f[13])});
   return rows;
 }
 
