@@ -183,6 +183,9 @@ struct Training {
   // --no-gradient-accumulation-fusion): the weight-gradient GEMM accumulates
   // into the fp32 main_grad; off, a separate add pass follows every backward.
   bool gradient_accumulation_fusion = true;
+  // Megatron --tp-comm-overlap (Transformer Engine userbuffers, needs SP):
+  // every TP all-gather and reduce-scatter pipelined with the GEMM beside it.
+  bool tp_comm_overlap = false;
 };
 
 // Upper bounds on sizes paraplan models, so that byte counts stay exact in

@@ -85,7 +85,7 @@ constexpr const char* kReadMegatronFlags[] = {
     "--expert-model-parallel-size", "--fp8-format", "--fp8-param-gather", "--fp8-recipe", "--fp8-amax-history-len", "--num-layers", "--hidden-size",
     "--num-attention-heads", "--ffn-hidden-size", "--num-query-groups", "--swiglu",
     "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--add-qkv-bias", "--normalization",
-    "--position-embedding-type", "--no-gradient-accumulation-fusion"};
+    "--position-embedding-type", "--no-gradient-accumulation-fusion", "--tp-comm-overlap"};
 
 bool is_read_flag(const std::string& f) {
   for (const char* k : kReadMegatronFlags)
@@ -146,7 +146,7 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
   int vpp_layers = 0;
   bool embedding_in_split = false, loss_in_split = false;
   bool full_granularity = false, method_given = false, num_layers_given = false, legacy_checkpoint = false;
-  bool grad_reduce_bf16 = false, overlap_grad_reduce = false, fp8_param_gather = false;
+  bool grad_reduce_bf16 = false, overlap_grad_reduce = false, fp8_param_gather = false, tp_comm_overlap = false;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string flag = args[i], value;
     if (flag.rfind("--", 0) != 0) continue;  // a value of a flag paraplan ignores
@@ -249,6 +249,7 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
       else fail(src, flag, "expected flash, fused, unfused, local or auto, got '" + v + "'");
     } else if (flag == "--use-flash-attn") spec->training.flash_attention = true;
     else if (flag == "--no-gradient-accumulation-fusion") spec->training.gradient_accumulation_fusion = false;
+    else if (flag == "--tp-comm-overlap") tp_comm_overlap = true;
     else if (flag == "--fp8-format") {
       // e4m3 or hybrid (e4m3 forward, e5m2 gradients): both 1-byte GEMMs.
       const std::string& v = val();
@@ -309,6 +310,11 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
   else spec->training.grad_dtype = DType::kFp32;
   spec->training.grad_dtype_given = true;
   spec->training.overlap_dp_comm = overlap_grad_reduce;
+  if (tp_comm_overlap) {
+    // NVIDIA/Megatron-LM@d98e8a64 megatron/training/arguments.py:1441-1442 (asserted).
+    if (!d.l.sp) fail(src, "--tp-comm-overlap", "needs --sequence-parallel (Megatron asserts it)");
+    spec->training.tp_comm_overlap = true;
+  }
   if (fp8_param_gather) {
     if (!spec->training.fp8) fail(src, "--fp8-param-gather", "needs --fp8-format (FP8 training)");
     spec->training.fp8_param_gather = true;

@@ -228,7 +228,7 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
                     {"seq_length", "global_batch_size", "precision", "grad_dtype", "optimizer",
                      "optimizer_state_bytes", "flash_attention", "grad_bucket_params",
                      "overlap_dp_comm", "framework", "fp8", "fp8_param_gather", "pipeline_scatter_gather",
-                     "gradient_accumulation_fusion"});
+                     "gradient_accumulation_fusion", "tp_comm_overlap"});
   t->framework = Framework(r.opt_choice("framework", int(Framework::kMegatron),
                                         {"megatron", "deepspeed", "fsdp", "nanotron", "paraplan"}));
   t->seq_length = capped(r, "seq_length", r.get_int("seq_length", 1), kMaxSeq);
@@ -256,6 +256,7 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
   if (t->fp8 && t->precision == DType::kFp32) r.fail("fp8", "FP8 training runs with bf16 or fp16 precision");
   t->pipeline_scatter_gather = r.opt_bool("pipeline_scatter_gather", false);
   t->gradient_accumulation_fusion = r.opt_bool("gradient_accumulation_fusion", true);
+  t->tp_comm_overlap = r.opt_bool("tp_comm_overlap", false);
 }
 
 void load_search(const MapReader& top, const std::string& file, SearchSpace* s) {

@@ -75,7 +75,13 @@ const Profile& megatron_profile() {
                         "the weight-gradient GEMM accumulates into the fp32 main_grad; no separate pass)",
                   2 + 4 + 4,
                   MCORE "megatron/core/distributed/distributed_data_parallel.py:578 (without the fusion, "
-                        "param.main_grad.add_(param.grad.data) after each weight gradient: read 2 + 4 B, write 4 B)"}};
+                        "param.main_grad.add_(param.grad.data) after each weight gradient: read 2 + 4 B, write 4 B)",
+                  true,
+                  "NVIDIA/TransformerEngine@d0067d0d transformer_engine/pytorch/module/layernorm_linear.py:786-791 "
+                  "(backward: gather_along_first_dim(ln_out, async_op=True) before the dgrad GEMM), :898-910 "
+                  "(dgrad reduce_scatter / allreduce async_op=True, waited after the wgrad GEMM); linear.py:1120-1132",
+                  false,
+                  "Transformer Engine's forward gathers before the GEMM unless --tp-comm-overlap (userbuffers)"}};
   return p;
 }
 

@@ -75,7 +75,16 @@ const Profile& nanotron_profile() {
                   2 + 4 + 4,
                   NT "src/nanotron/optim/gradient_accumulator.py:224 (fp32_grad.add_(half_param.grad) after every "
                      "micro-batch's backward), :346 (the same add in the DDP hook on the sync step): read the bf16 "
-                     "gradient and the fp32 buffer, write the buffer"}};
+                     "gradient and the fp32 buffer, write the buffer",
+                  0, "",
+                  true,
+                  NT "src/nanotron/parallel/tensor_parallel/functional.py:289-296 (backward: all_gather_into_tensor "
+                     "async before grad_output.matmul(weight)), :318-338 (reduce_scatter_tensor / all_reduce async, "
+                     "waited after the weight gradient)",
+                  true,
+                  NT "src/nanotron/parallel/tensor_parallel/functional.py:167-212 (tp_linear_async_communication: "
+                     "all_gather_into_tensor async while the same-device shard's matmul runs), :501-538 (row linear "
+                     "backward: the output gradient's all-gather async while the same-device shard's input gradient runs)"}};
   return p;
 }
 

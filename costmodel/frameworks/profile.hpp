@@ -117,6 +117,18 @@ struct TimeVariant {
   // (Training::gradient_accumulation_fusion false).
   double unfused_grad_accum_bytes_per_param = 0;
   Source unfused_grad_accum = "";
+  // Tensor parallelism in the backward of a column-parallel linear: with SP the
+  // saved input shard is all-gathered again for the weight gradient, that
+  // gather overlapping the input-gradient GEMM, and the input gradient's
+  // reduce-scatter (all-reduce without SP) overlapping the weight-gradient
+  // GEMM. false: neither the re-gather nor any overlap (paraplan's executor
+  // keeps the gathered input and runs its collectives in line).
+  bool tp_backward_overlap = false;
+  Source tp_backward = "";
+  // The forward all-gather before a column-parallel linear overlaps the GEMM
+  // of the rank's own input shard (1/tp of it).
+  bool tp_forward_shard_overlap = false;
+  Source tp_forward = "";
 };
 
 struct Profile {

@@ -121,6 +121,7 @@ std::string spec_to_yaml(const Spec& s) {
   if (t.fp8_param_gather) e << YAML::Key << "fp8_param_gather" << YAML::Value << true;
   if (t.pipeline_scatter_gather) e << YAML::Key << "pipeline_scatter_gather" << YAML::Value << true;
   if (!t.gradient_accumulation_fusion) e << YAML::Key << "gradient_accumulation_fusion" << YAML::Value << false;
+  if (t.tp_comm_overlap) e << YAML::Key << "tp_comm_overlap" << YAML::Value << true;
   e << YAML::EndMap;
   e << YAML::Key << "memory_headroom" << YAML::Value << s.memory_headroom;
   const SearchSpace& q = s.search;
