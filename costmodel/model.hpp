@@ -144,6 +144,10 @@ struct Cluster {
   // (nccl-tests#290, FACTS.md) = 0.94.
   double intra_comm_efficiency = 0.82;
   double inter_comm_efficiency = 0.94;
+  // The best model-FLOPs utilization published for this GPU in real training
+  // (cluster key best_published_mfu, with its source); a prediction above it
+  // carries a warning. 0 = not given.
+  double best_published_mfu = 0;
 };
 
 struct Training {

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include <fmt/format.h>
+
 #include "costmodel/frameworks/profile.hpp"
 #include "costmodel/memory.hpp"
 #include "costmodel/schedule.hpp"
@@ -589,7 +591,31 @@ StepTime estimate_time(const Spec& s, const Layout& l) {
   r.bubble_fraction = bubble_fraction_of_step(l, r.microbatches);
   r.bubble_fraction_of_ideal = bubble_fraction_of_ideal(l, r.microbatches);
   r.exposed_comm_fraction = (r.tp_comm_s + r.pp_comm_s + r.cp_comm_s + r.dp_comm_s) / r.step_s;
+
+  r.tp_nodes = g.tp.nodes;
+  r.layer_forward_s = layer.forward.total;
+  r.best_published_mfu = s.cluster.best_published_mfu;
+  if (r.tp_nodes > 1) r.warnings |= StepTime::kWarnTpAcrossNodes;
+  if (s.model.num_layers > 0 && r.layer_forward_s < kSmallLayerForwardS) r.warnings |= StepTime::kWarnSmallWork;
+  if (r.best_published_mfu > 0 && r.mfu > r.best_published_mfu) r.warnings |= StepTime::kWarnMfuAboveBest;
   return r;
+}
+
+std::vector<std::string> warning_messages(const StepTime& t) {
+  std::vector<std::string> w;
+  if (t.warnings & StepTime::kWarnTpAcrossNodes)
+    w.push_back(fmt::format("the tensor-parallel group spans {} nodes: its collectives cross the inter-node network "
+                            "every layer, where contention and the network's real behaviour are not modelled",
+                            t.tp_nodes));
+  if (t.warnings & StepTime::kWarnSmallWork)
+    w.push_back(fmt::format("a layer's forward is {:.0f} us per micro-batch on one GPU, under {:.0f} us: kernel launch "
+                            "and framework overhead, which the model does not price, dominate work this small",
+                            t.layer_forward_s * 1e6, kSmallLayerForwardS * 1e6));
+  if (t.warnings & StepTime::kWarnMfuAboveBest)
+    w.push_back(fmt::format("predicted MFU {:.1f}% is above the best published for this GPU ({:.1f}%, the cluster's "
+                            "best_published_mfu): the time model is optimistic here",
+                            100 * t.mfu, 100 * t.best_published_mfu));
+  return w;
 }
 
 }  // namespace paraplan

@@ -5,6 +5,9 @@
 // estimate_time once per candidate).
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "costmodel/comm.hpp"
 #include "costmodel/flops.hpp"
 #include "costmodel/spec.hpp"
@@ -43,7 +46,27 @@ struct StepTime {
       "bubble_fraction_of_ideal = (p-1)/(v*m)";
   // (tp_comm_s + pp_comm_s + cp_comm_s + dp_comm_s) / step_s.
   double exposed_comm_fraction = 0;
+
+  // Where the model cannot vouch for this layout's time (StepTime::kWarn*
+  // bits; warning_messages says why), with the figures the reasons quote.
+  static constexpr unsigned kWarnTpAcrossNodes = 1u;  // the tp group spans nodes
+  static constexpr unsigned kWarnSmallWork = 2u;      // per-layer work where fixed costs dominate
+  static constexpr unsigned kWarnMfuAboveBest = 4u;   // MFU above the best published for the GPU
+  unsigned warnings = 0;
+  int tp_nodes = 1;              // nodes one tp group spans
+  double layer_forward_s = 0;    // one layer's forward per micro-batch on one GPU
+  double best_published_mfu = 0; // the cluster's, 0 = not given
 };
+
+// A layer forward per micro-batch shorter than this is dominated by what the
+// model does not price: a transformer layer's forward launches some 30
+// kernels (norms, GEMMs, attention, rotary, activations, residuals) and each
+// costs a few microseconds of launch and framework dispatch (JUDGEMENT:
+// ~5 us per kernel, so 150 us of fixed cost matches the modelled work).
+inline constexpr double kSmallLayerForwardS = 150e-6;
+
+// One line per warning bit of `t`, saying why paraplan cannot vouch for it.
+std::vector<std::string> warning_messages(const StepTime& t);
 
 // One micro-batch on one pipeline rank (all its model chunks), in seconds.
 struct StageMicrobatch {

@@ -43,6 +43,7 @@ void add_time_json(json* j, const StepTime& t) {
   (*j)["time"] = time_json(t);
   (*j)["throughput"] = throughput_json(t);
   (*j)["flops"] = flops_json(t);
+  (*j)["warnings"] = warning_messages(t);
 }
 
 std::string time_text(const StepTime& t, const Layout& l) {
@@ -64,7 +65,9 @@ std::string time_text(const StepTime& t, const Layout& l) {
     o += fmt::format("; bubble {:.1f}% of the pipeline time ((p-1)/(v*m+p-1)), {:.1f}% of ideal "
                      "((p-1)/(v*m))",
                      100 * t.bubble_fraction, 100 * t.bubble_fraction_of_ideal);
-  return o + "\n";
+  o += "\n";
+  for (const std::string& w : warning_messages(t)) o += "warning: " + w + "\n";
+  return o;
 }
 
 std::string why_recommended(const Plan& plan) {
@@ -196,6 +199,14 @@ std::string render_plan(Format f, const Spec& s, const Plan& p, int top) {
                      gib(c.peak_bytes), c.time.step_s, c.time.tokens_per_s, 100 * c.time.mfu,
                      100 * c.time.bubble_fraction, 100 * c.time.exposed_comm_fraction);
   }
+  std::string warned;
+  for (int i = 0; i < n; ++i)
+    for (const std::string& w : warning_messages(p.candidates[i].time))
+      warned += fmt::format("{}#{}: warning: {}\n", md ? "- " : "", i + 1, w);
+  if (!warned.empty())
+    o += fmt::format("\n{}Layouts with a warning rank after those without; the recommendation has none when "
+                     "one that fits has none.\n{}",
+                     md ? "" : "", warned);
   o += fmt::format("\n{}evaluated {} layouts in {:.3f} s: {} fit", md ? "" : "", p.evaluated,
                    p.search_seconds, p.feasible);
   std::string rej;

@@ -248,6 +248,9 @@ Plan make_plan(const Spec& s) {
   }
   std::sort(plan.candidates.begin(), plan.candidates.end(), [](const Candidate& a, const Candidate& b) {
     if (a.fits != b.fits) return a.fits;
+    // A layout the time model cannot vouch for (StepTime::warnings) ranks
+    // after every one it can: the recommendation has no warning when one fits.
+    if ((a.time.warnings != 0) != (b.time.warnings != 0)) return a.time.warnings == 0;
     if (a.time.step_s != b.time.step_s) return a.time.step_s < b.time.step_s;
     return a.peak_bytes < b.peak_bytes;
   });

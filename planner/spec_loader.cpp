@@ -153,7 +153,7 @@ Cluster cluster_from_yaml(const YAML::Node& node, const std::string& file,
   const MapReader r(node, file, prefix,
                     {"name", "source", "gpu", "gpus_per_node", "intra_node", "inter_node",
                      "runtime_overhead_gib", "fragmentation", "gemm_efficiency",
-                     "hbm_efficiency", "attention_efficiency", "optimizer_efficiency",
+                     "hbm_efficiency", "attention_efficiency", "optimizer_efficiency", "best_published_mfu",
                      "cuda_context_gib", "cublas_workspace_mib", "nccl_comm_mib"});
   Cluster c;
   c.name = r.get_string("name");
@@ -201,6 +201,7 @@ Cluster cluster_from_yaml(const YAML::Node& node, const std::string& file,
   c.hbm_efficiency = r.opt_number("hbm_efficiency", c.hbm_efficiency, 1e-6, 1.0, true);
   if (r.has("attention_efficiency")) c.attention_efficiency = r.get_number("attention_efficiency", 1e-6, 1.0, true);
   if (r.has("optimizer_efficiency")) c.optimizer_efficiency = r.get_number("optimizer_efficiency", 1e-6, 1.0, true);
+  if (r.has("best_published_mfu")) c.best_published_mfu = r.get_number("best_published_mfu", 1e-6, 1.0, true);
   // Not given: modelled from the parts below (costmodel/memory.cpp).
   if (r.has("runtime_overhead_gib")) c.runtime_overhead_gib = r.get_number("runtime_overhead_gib", 0, 1e6, true);
   if (r.has("fragmentation")) c.fragmentation = r.get_number("fragmentation", 0, 1, false);

@@ -843,3 +843,30 @@ TEST_CASE("explain prints the table, the verdict and the formulas", "[cli][expla
     CHECK(r.out.find("DOES NOT FIT") != std::string::npos);
   }
 }
+
+TEST_CASE("explain, check and plan carry the time model's warnings (issue 15)", "[cli]") {
+  TempDir dir;
+  const std::string spec = "@SRC@/configs/examples/llama3.1-405b-h100.yaml";
+  // tp = 16 spans two 8-GPU nodes (only allowed with allow_tp_across_nodes in a search;
+  // explain takes any layout).
+  const std::string gpt3 = "@SRC@/configs/examples/gpt3-175b-a100.yaml";
+  const Result e = run_paraplan({"explain", gpt3, "--format", "json", "--layout", "tp=16,pp=8,sp=1,zero=1,mbs=1"},
+                                dir.path());
+  INFO(e.err);
+  REQUIRE(e.code == 0);
+  const json j = json::parse(e.out);
+  REQUIRE(j.at("warnings").is_array());
+  REQUIRE(j.at("warnings").size() >= 1);
+  CHECK(j.at("warnings")[0].get<std::string>().find("spans 2 nodes") != std::string::npos);
+  const Result t = run_paraplan({"explain", gpt3, "--layout", "tp=16,pp=8,sp=1,zero=1,mbs=1"}, dir.path());
+  CHECK(t.out.find("warning: the tensor-parallel group spans 2 nodes") != std::string::npos);
+  // A layout it can vouch for: an empty list.
+  const Result c = run_paraplan({"check", spec, "--format", "json", "--layout", "tp=8,pp=16,sp=1,zero=1,recompute=full,mbs=1,first_stage_layers=7,last_stage_layers=7"},
+                                dir.path());
+  CHECK(json::parse(c.out).at("warnings").empty());
+  const Result p = run_paraplan({"plan", spec, "--format", "json", "--top", "3"}, dir.path());
+  REQUIRE(p.code == 0);
+  const json pj = json::parse(p.out);
+  CHECK(pj.at("recommended").at("warnings").empty());
+  CHECK(pj.at("candidates")[0].at("warnings").is_array());
+}

@@ -26,16 +26,17 @@ TEST_CASE("plan JSON has every documented key", "[plan][cli]") {
   CHECK(j["candidates"].size() == 5);
   CHECK(j["feasible"].get<long>() <= j["evaluated"].get<long>());
   for (const json& c : j["candidates"]) {
-    for (const char* k : {"step_s", "compute_s", "tp_comm_s", "pp_comm_s", "dp_comm_s", "bubble_s",
+    for (const char* k : {"step_s", "compute_s", "tp_comm_s", "pp_comm_s", "cp_comm_s", "dp_comm_s", "bubble_s",
                           "optimizer_s"})
       CHECK(c["time"].contains(k));
+    CHECK(c["warnings"].is_array());
     for (const char* k : {"tokens_per_s", "tflops_per_gpu", "mfu"}) CHECK(c["throughput"].contains(k));
     for (const char* k : {"model_per_step", "hardware_per_step"}) CHECK(c["flops"].contains(k));
     // step = sum of its terms.
     const json& t = c["time"];
     CHECK(t["step_s"].get<double>() ==
-          Approx(t["compute_s"].get<double>() + t["tp_comm_s"].get<double>() +
-                 t["pp_comm_s"].get<double>() + t["dp_comm_s"].get<double>() +
+          Approx(t["compute_s"].get<double>() + t["tp_comm_s"].get<double>() + t["pp_comm_s"].get<double>() +
+                 t["cp_comm_s"].get<double>() + t["dp_comm_s"].get<double>() +
                  t["bubble_s"].get<double>() + t["optimizer_s"].get<double>()));
   }
   // Ranked by step time; the recommendation is the first and it fits.

@@ -203,11 +203,14 @@ TEST_CASE("make_plan ranks valid candidates and computes the Pareto front", "[se
     CHECK(x.fits == (x.peak_bytes <= usable_memory_bytes(s)));
     CHECK(x.time.step_s > 0);
   }
-  // Fitting candidates first, in order of step time.
+  // Fitting candidates first; among them those without a time warning first;
+  // in order of step time within each group.
   for (std::size_t i = 1; i < c.size(); ++i) {
     INFO(i << ": " << to_string(c[i].layout));
     CHECK((c[i - 1].fits || !c[i].fits));
-    if (c[i - 1].fits && c[i].fits) CHECK(c[i - 1].time.step_s <= c[i].time.step_s);
+    const bool same_group = c[i - 1].fits == c[i].fits && (c[i - 1].time.warnings != 0) == (c[i].time.warnings != 0);
+    if (c[i - 1].fits && c[i].fits) CHECK((c[i - 1].time.warnings == 0 || c[i].time.warnings != 0));
+    if (same_group && c[i].fits) CHECK(c[i - 1].time.step_s <= c[i].time.step_s);
   }
   // No layout is listed twice.
   std::vector<std::string> names;
@@ -247,7 +250,36 @@ TEST_CASE("make_plan ranks valid candidates and computes the Pareto front", "[se
     CHECK(covered);
   }
   // The fastest fitting layout is on the front (as its last point).
-  CHECK(c[front.back()].time.step_s == c[0].time.step_s);
+  double fastest = c[0].time.step_s;
+  for (const Candidate& x : c)
+    if (x.fits) fastest = std::min(fastest, x.time.step_s);
+  CHECK(c[front.back()].time.step_s == fastest);
+}
+
+TEST_CASE("plan recommends a layout the time model can vouch for when one fits (issue 15)", "[search]") {
+  Spec s = example("llama2-7b-dgx-h100.yaml");
+  s.cluster.best_published_mfu = 0;
+  const Plan free = make_plan(s);
+  REQUIRE(free.recommended());
+  const Candidate fastest = *free.recommended();
+  REQUIRE(fastest.time.warnings == 0);
+  // Publish a best MFU just under the fastest layout's: it now carries a
+  // warning and ranks after every fitting layout without one.
+  s.cluster.best_published_mfu = fastest.time.mfu * 0.999;
+  const Plan p = make_plan(s);
+  REQUIRE(p.recommended());
+  CHECK(p.recommended()->time.warnings == 0);
+  CHECK(p.recommended()->time.mfu <= s.cluster.best_published_mfu);
+  CHECK(p.recommended()->time.step_s > fastest.time.step_s);
+  const auto it = std::find_if(p.candidates.begin(), p.candidates.end(),
+                               [&](const Candidate& x) { return x.layout == fastest.layout; });
+  REQUIRE(it != p.candidates.end());
+  CHECK(it->time.warnings == StepTime::kWarnMfuAboveBest);
+  // Every layout warned: the fastest is recommended all the same.
+  s.cluster.best_published_mfu = 1e-6;
+  const Plan all = make_plan(s);
+  REQUIRE(all.recommended());
+  CHECK(all.recommended()->layout == fastest.layout);
 }
 
 TEST_CASE("make_plan honours the spec's search constraints", "[search]") {

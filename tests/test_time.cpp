@@ -528,3 +528,30 @@ TEST_CASE("TP collectives overlap where the framework overlaps them (issue 15)",
   const double sp_in_line = stage_microbatch_time(s, lsp, 0).tp_comm_s;
   CHECK(sp_megatron < sp_in_line);
 }
+
+TEST_CASE("Time warnings: tp across nodes, work too small to price, MFU above the best published (issue 15)",
+          "[time]") {
+  Spec s = spec(2, 64);
+  const Layout ok = resolved(s, "tp=8,pp=1,mbs=1");
+  CHECK(estimate_time(s, ok).warnings == 0);
+  CHECK(warning_messages(estimate_time(s, ok)).empty());
+  // tp = 16 on 8-GPU nodes: the group spans 2 nodes.
+  const StepTime wide = estimate_time(s, resolved(s, "tp=16,pp=1,mbs=1"));
+  CHECK((wide.warnings & StepTime::kWarnTpAcrossNodes));
+  CHECK(wide.tp_nodes == 2);
+  REQUIRE(!warning_messages(wide).empty());
+  CHECK(warning_messages(wide)[0].find("spans 2 nodes") != std::string::npos);
+  // A best published MFU under the prediction.
+  s.cluster.best_published_mfu = 0.05;
+  const StepTime high = estimate_time(s, ok);
+  CHECK(high.warnings == StepTime::kWarnMfuAboveBest);
+  CHECK(warning_messages(high)[0].find("best published") != std::string::npos);
+  // A tiny model: a 64-wide layer on 128 tokens runs in a few microseconds.
+  Spec tiny = spec(1, 8);
+  Model& m = tiny.model;
+  m.hidden_size = 64, m.num_attention_heads = m.num_kv_heads = 4, m.head_dim = 16, m.ffn_hidden_size = 256;
+  tiny.training.seq_length = 128;
+  const StepTime small = estimate_time(tiny, resolved(tiny, "tp=1,pp=1,mbs=1"));
+  CHECK(small.layer_forward_s < kSmallLayerForwardS);
+  CHECK(small.warnings == StepTime::kWarnSmallWork);
+}
