@@ -190,6 +190,11 @@ struct Training {
   // Megatron --tp-comm-overlap (Transformer Engine userbuffers, needs SP):
   // every TP all-gather and reduce-scatter pipelined with the GEMM beside it.
   bool tp_comm_overlap = false;
+  // The dtype the data-parallel gradient reduction moves, where the spec or the
+  // framework's config sets it apart from the accumulation dtype (DeepSpeed
+  // communication_data_type); otherwise the framework's rule (grad_reduce_bytes).
+  DType grad_reduce_dtype = DType::kFp32;
+  bool grad_reduce_dtype_given = false;
 };
 
 // Upper bounds on sizes paraplan models, so that byte counts stay exact in

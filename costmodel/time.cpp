@@ -345,12 +345,28 @@ CpRing cp_ring_exposed_time(const Model& m, const Training& t, const Layout& l, 
 
 // A DP collective over `params` parameters in buckets of grad_bucket_params
 // (Megatron DDP and DeepSpeed bucket their reductions): n buckets of params/n.
+double bucket_count(const Training& t, double params) {
+  const double bucket = double(std::max<std::int64_t>(1, t.grad_bucket_params));
+  return std::max(1.0, double(std::int64_t((params + bucket - 1) / bucket)));
+}
+
 template <class Collective>
 double bucketed(const Training& t, double params, Collective&& coll) {
   if (params <= 0) return 0;
-  const double bucket = double(std::max<std::int64_t>(1, t.grad_bucket_params));
-  const double n = std::max(1.0, double(std::int64_t((params + bucket - 1) / bucket)));
+  const double n = bucket_count(t, params);
   return n * coll(params / n);
+}
+
+// What a bucketed collective of `total` seconds in `n` buckets leaves exposed
+// beside a pass of `window` seconds that readies (or consumes) the buckets one
+// by one, evenly (the backward readies gradient buckets in reverse layer
+// order; the forward consumes gathered ones in order): one stream runs the
+// buckets in turn, each no earlier than its turn in the pass, so the last
+// bucket always waits for the pass's end, and a collective slower than the
+// pass also queues: exposed = max(total / n, total - window·(n-1)/n).
+double bucketed_exposed(double total, double n, double window) {
+  if (total <= 0) return 0;
+  return std::max(total / n, total - window * (n - 1) / n);
 }
 
 // Gradient reduction over dp: all-reduce (ZeRO-0) or reduce-scatter (ZeRO ≥ 1)
@@ -404,18 +420,20 @@ double optimizer_step_time(const Spec& s, const Layout& l, double params) {
 bool reduces_every_microbatch(const Layout& l) { return l.zero >= 2 && l.dp_cp() > 1; }
 
 // DP communication a stage leaves exposed at the end of the step (ZeRO 0–2):
-// the gradient reduction overlaps with the backward of the last micro-batch
-// (Megatron --overlap-grad-reduce; PyTorch DDP buckets), the ZeRO-1/2
-// parameter all-gather with the next step's first forward (--overlap-param-gather);
-// whatever exceeds one micro-batch's backward (resp. forward) is exposed.
-// ZeRO-3's gathers and ZeRO-2/3's reductions are per micro-batch
-// (dp_exposed_per_microbatch_time).
+// the gradient reduction's buckets run as the last micro-batch's backward
+// readies them (Megatron --overlap-grad-reduce, torch DDP's bucket hooks as
+// nanotron uses them, DeepSpeed overlap_comm), the last bucket after it
+// (bucketed_exposed); the ZeRO-1/2 parameter all-gather's buckets beside the
+// next step's first forward (--overlap-param-gather), the first before it.
+// Without overlap all of it. ZeRO-3's gathers and ZeRO-2/3's reductions are
+// per micro-batch (dp_exposed_per_microbatch_time).
 double dp_exposed_tail_time(const Spec& s, const Layout& l, const GroupPlacement& g, double params,
                             const StageMicrobatch& mb) {
   const double reduce = reduces_every_microbatch(l) ? 0 : dp_grad_reduce_time(s, l, g, params);
   const double gather = (l.zero == 1 || l.zero == 2) ? dp_param_gather_time(s, l, g, params) : 0;
   if (!s.training.overlap_dp_comm) return reduce + gather;
-  return std::max(0.0, reduce - mb.backward_s) + std::max(0.0, gather - mb.forward_s);
+  const double n = bucket_count(s.training, params);
+  return bucketed_exposed(reduce, n, mb.backward_s) + bucketed_exposed(gather, n, mb.forward_s);
 }
 
 // ZeRO-2/3 per micro-batch: its gradient reduce-scatter, overlapped with its
@@ -425,18 +443,22 @@ double dp_exposed_per_microbatch_time(const Spec& s, const Layout& l, const Grou
   if (!reduces_every_microbatch(l)) return mb.zero3_s;
   if (!s.training.overlap_dp_comm) return mb.zero3_s + dp_grad_reduce_time(s, l, g, params);
   const double hidden = std::max(0.0, mb.backward_s - (l.zero >= 3 ? dp_param_gather_time(s, l, g, params) : 0));
-  return mb.zero3_s + std::max(0.0, dp_grad_reduce_time(s, l, g, params) - hidden);
+  return mb.zero3_s + bucketed_exposed(dp_grad_reduce_time(s, l, g, params), bucket_count(s.training, params), hidden);
 }
 
-// ZeRO-3 per micro-batch: the stage's parameters are gathered before its
-// forward and again before its backward, prefetched behind compute (DeepSpeed
-// stage3 prefetch); exposed where the gather outlasts the pass.
+// ZeRO-3 per micro-batch: each layer's parameters are gathered before it runs,
+// in the forward and again in the backward, the next layer's prefetched while
+// this one computes (DeepSpeed's stage-3 prefetch, FSDP's forward/backward
+// prefetch of one module): the first layer's gather waits in full, every later
+// one where it outlasts the layer before it. `layers` passes of forward_s /
+// layers (backward_s / layers) each.
 double zero3_exposed_gather_time(const Spec& s, const Layout& l, const GroupPlacement& g,
-                                 double params, double forward_s, double backward_s) {
+                                 double params, double layers, double forward_s, double backward_s) {
   if (l.zero < 3) return 0;
   const double gather = dp_param_gather_time(s, l, g, params);
   if (!s.training.overlap_dp_comm) return 2 * gather;
-  return std::max(0.0, gather - forward_s) + std::max(0.0, gather - backward_s);
+  const double n = std::max(1.0, layers), one = gather / n;
+  return 2 * one + (n - 1) * (std::max(0.0, one - forward_s / n) + std::max(0.0, one - backward_s / n));
 }
 
 double stage_param_count(const Spec& s, const Layout& l, int stage) {
@@ -494,7 +516,7 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
   r.pp_comm_s = pipeline_p2p_time(m, t, l, c, g.pp, g.tp);
   const CpRing ring = cp_ring_exposed_time(m, t, l, c, g.cp, f.core);
   r.cp_comm_s = layers * (ring.forward_s + ring.backward_s) + recomputed * ring.forward_s;
-  r.zero3_s = zero3_exposed_gather_time(s, l, g.dp, stage_param_count(s, l, stage), r.forward_s,
+  r.zero3_s = zero3_exposed_gather_time(s, l, g.dp, stage_param_count(s, l, stage), layers, r.forward_s,
                                         r.backward_s);
   return r;
 }

@@ -407,6 +407,10 @@ Draft from_deepspeed(const std::string& path, Spec* spec) {
   // trainer_config_finalize: reduce_bucket_size = hidden_size * hidden_size):
   // here the spec and the other layout sources play the Trainer's part.
   auto is_auto = [](const json& v) { return v.is_string() && v.get<std::string>() == "auto"; };
+  // Without ZeRO DeepSpeed all-reduces the gradients after the backward, in
+  // line (deepspeed/runtime/engine.py:2970-2982 @edaa7221, _backward_epilogue ->
+  // allreduce_gradients); with it, overlap_comm decides (below).
+  spec->training.overlap_dp_comm = false;
   if (auto z = j.find("zero_optimization"); z != j.end()) {
     if (!z->is_object()) fail(path, "zero_optimization", "expected an object");
     if (auto st = z->find("stage"); st != z->end()) {
@@ -422,6 +426,13 @@ Draft from_deepspeed(const std::string& path, Spec* spec) {
       else fail(path, "zero_optimization.reduce_bucket_size", "expected a positive number of elements or \"auto\", got " + rb->dump());
       spec->training.grad_bucket_params = n;
       spec->training.grad_bucket_params_given = true;
+    }
+    // deepspeed/runtime/zero/config.py:138, 383-385 @edaa7221: overlap_comm
+    // defaults to true at stage 3 only.
+    spec->training.overlap_dp_comm = d.l.zero == 3;
+    if (auto oc = z->find("overlap_comm"); oc != z->end() && !is_auto(*oc)) {
+      if (!oc->is_boolean()) fail(path, "zero_optimization.overlap_comm", "expected true, false or \"auto\", got " + oc->dump());
+      spec->training.overlap_dp_comm = oc->get<bool>();
     }
     for (const char* off : {"offload_optimizer", "offload_param"}) {
       auto o = z->find(off);
@@ -458,6 +469,16 @@ Draft from_deepspeed(const std::string& path, Spec* spec) {
       else fail(path, "data_types.grad_accum_dtype", "expected \"fp32\", \"bf16\" or \"fp16\", got " + ga->dump());
       spec->training.grad_dtype_given = true;
     }
+  }
+  // deepspeed/runtime/config.py:209-223, constants.py:283 @edaa7221: the dtype
+  // gradients are reduced in, when given (else the gradients' own).
+  if (auto cd = j.find("communication_data_type"); cd != j.end() && !cd->is_null()) {
+    const std::string v = cd->is_string() ? cd->get<std::string>() : "";
+    if (v == "fp32") spec->training.grad_reduce_dtype = DType::kFp32;
+    else if (v == "bf16") spec->training.grad_reduce_dtype = DType::kBf16;
+    else if (v == "fp16") spec->training.grad_reduce_dtype = DType::kFp16;
+    else fail(path, "communication_data_type", "expected \"fp32\", \"bf16\" or \"fp16\", got " + cd->dump());
+    spec->training.grad_reduce_dtype_given = true;
   }
   if (auto tb = j.find("train_batch_size"); tb != j.end() && !is_auto(*tb))
     spec->training.global_batch_size = pos_int(*tb, "train_batch_size", 1);

@@ -229,7 +229,7 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
                     {"seq_length", "global_batch_size", "precision", "grad_dtype", "optimizer",
                      "optimizer_state_bytes", "flash_attention", "grad_bucket_params",
                      "overlap_dp_comm", "framework", "fp8", "fp8_param_gather", "pipeline_scatter_gather",
-                     "gradient_accumulation_fusion", "tp_comm_overlap"});
+                     "gradient_accumulation_fusion", "tp_comm_overlap", "grad_reduce_dtype"});
   t->framework = Framework(r.opt_choice("framework", int(Framework::kMegatron),
                                         {"megatron", "deepspeed", "fsdp", "nanotron", "paraplan"}));
   t->seq_length = capped(r, "seq_length", r.get_int("seq_length", 1), kMaxSeq);
@@ -258,6 +258,8 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
   t->pipeline_scatter_gather = r.opt_bool("pipeline_scatter_gather", false);
   t->gradient_accumulation_fusion = r.opt_bool("gradient_accumulation_fusion", true);
   t->tp_comm_overlap = r.opt_bool("tp_comm_overlap", false);
+  t->grad_reduce_dtype_given = r.has("grad_reduce_dtype");
+  if (t->grad_reduce_dtype_given) t->grad_reduce_dtype = DType(r.get_choice("grad_reduce_dtype", {"bf16", "fp16", "fp32"}));
 }
 
 void load_search(const MapReader& top, const std::string& file, SearchSpace* s) {

@@ -870,3 +870,32 @@ TEST_CASE("explain, check and plan carry the time model's warnings (issue 15)", 
   CHECK(pj.at("recommended").at("warnings").empty());
   CHECK(pj.at("candidates")[0].at("warnings").is_array());
 }
+
+TEST_CASE("a DeepSpeed config's overlap_comm and communication_data_type reach the time model (issue 15)",
+          "[cli][deepspeed]") {
+  auto ds = [](const std::string& zero_extra, const std::string& top_extra) {
+    return "{\"train_micro_batch_size_per_gpu\": 1, \"zero_optimization\": {\"stage\": 2" + zero_extra +
+           "}, \"bf16\": {\"enabled\": true}" + top_extra + "}\n";
+  };
+  auto run = [](const std::string& text) {
+    return run_json({{"ds.json", text}}, {"check", kLlama2Example, "--format", "json", "--deepspeed-config", "@DIR@/ds.json"});
+  };
+  // Stage 2 without overlap_comm (deepspeed/runtime/zero/config.py:383-385: the
+  // default is on at stage 3 only): every reduction is on the step's path.
+  const json off = run(ds("", ""));
+  CHECK(off.at("time").at("dp_comm_s").get<double>() ==
+        Approx(off.at("time").at("dp_comm_total_s").get<double>()).epsilon(1e-9));
+  const json on = run(ds(", \"overlap_comm\": true", ""));
+  CHECK(on.at("time").at("dp_comm_s").get<double>() < off.at("time").at("dp_comm_s").get<double>());
+  // The example accumulates gradients in fp32 (grad_dtype: fp32); communication_data_type
+  // bf16 halves the bytes the reduce-scatter moves (latency terms aside).
+  const json bf16 = run(ds("", ", \"communication_data_type\": \"bf16\""));
+  CHECK(bf16.at("time").at("dp_comm_total_s").get<double>() < 0.55 * off.at("time").at("dp_comm_total_s").get<double>());
+  CHECK(bf16.at("time").at("dp_comm_total_s").get<double>() > 0.45 * off.at("time").at("dp_comm_total_s").get<double>());
+  run_error_cases({{"bad communication_data_type", base_with("ds.json", ds("", ", \"communication_data_type\": \"int8\"")),
+                    check_with({"--deepspeed-config", "@DIR@/ds.json"}), 2,
+                    {"@DIR@/ds.json: communication_data_type: ", "expected \"fp32\", \"bf16\" or \"fp16\""}},
+                   {"bad overlap_comm", base_with("ds.json", ds(", \"overlap_comm\": 1", "")),
+                    check_with({"--deepspeed-config", "@DIR@/ds.json"}), 2,
+                    {"zero_optimization.overlap_comm: ", "expected true, false"}}});
+}

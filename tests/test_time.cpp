@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "costmodel/memory.hpp"
 #include "costmodel/schedule.hpp"
 #include "costmodel/time.hpp"
 
@@ -554,4 +555,27 @@ TEST_CASE("Time warnings: tp across nodes, work too small to price, MFU above th
   const StepTime small = estimate_time(tiny, resolved(tiny, "tp=1,pp=1,mbs=1"));
   CHECK(small.layer_forward_s < kSmallLayerForwardS);
   CHECK(small.warnings == StepTime::kWarnSmallWork);
+}
+
+TEST_CASE("DP reduction buckets overlap the backward that readies them; the last one is exposed (issue 15)",
+          "[time]") {
+  // Llama-2-7B on 8 GPUs, dp = 8, ZeRO-0, one micro-batch of 8: the whole
+  // model's gradients (6.74e9 params) all-reduced in n = ceil(params / 40M)
+  // buckets as the backward (B seconds) readies them, one at a time on one
+  // stream: exposed = max(R / n, R - B (n - 1) / n).
+  Spec s = spec(1, 64);
+  const Layout l = resolved(s, "tp=1,pp=1,zero=0,mbs=8");
+  const StepTime t = estimate_time(s, l);
+  REQUIRE(t.microbatches == 1);
+  const double params = double(stage_params(s.model, l, 0).total());
+  const double n = std::ceil(params / 40e6), R = t.dp_comm_total_s;
+  const double B = stage_microbatch_time(s, l, 0).backward_s;
+  CHECK(t.dp_comm_s == Approx(std::max(R / n, R - B * (n - 1) / n)).epsilon(1e-12));
+  CHECK(t.dp_comm_s >= R / n);  // the last bucket always waits for the backward's end
+  // A network 100x slower: the reduction outlasts the backward and queues.
+  s.cluster.intra_node.bandwidth_gbs /= 100;
+  const StepTime slow = estimate_time(s, l);
+  const double R2 = slow.dp_comm_total_s;
+  REQUIRE(R2 > B);
+  CHECK(slow.dp_comm_s == Approx(R2 - B * (n - 1) / n).epsilon(1e-12));
 }

@@ -30,6 +30,7 @@ std::int64_t loss_forward_peak_bytes(const LossVariant& v, std::int64_t tokens, 
 }
 
 double grad_reduce_bytes(const Profile& p, const Training& t) {
+  if (t.grad_reduce_dtype_given) return dtype_bytes(t.grad_reduce_dtype);
   return p.grad_reduce_bytes ? p.grad_reduce_bytes(t) : dtype_bytes(t.grad_dtype);
 }
 

@@ -123,6 +123,7 @@ std::string spec_to_yaml(const Spec& s) {
   if (t.pipeline_scatter_gather) e << YAML::Key << "pipeline_scatter_gather" << YAML::Value << true;
   if (!t.gradient_accumulation_fusion) e << YAML::Key << "gradient_accumulation_fusion" << YAML::Value << false;
   if (t.tp_comm_overlap) e << YAML::Key << "tp_comm_overlap" << YAML::Value << true;
+  if (t.grad_reduce_dtype_given) e << YAML::Key << "grad_reduce_dtype" << YAML::Value << dtype_name(t.grad_reduce_dtype);
   e << YAML::EndMap;
   e << YAML::Key << "memory_headroom" << YAML::Value << s.memory_headroom;
   const SearchSpace& q = s.search;
