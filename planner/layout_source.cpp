@@ -458,26 +458,26 @@ Draft from_deepspeed(const std::string& path, Spec* spec) {
       fail(path, std::string(prec) + ".enabled", "expected true, false or \"auto\", got " + en->dump());
     if (en->get<bool>()) set_precision(&spec->training, std::string(prec) == "bf16" ? DType::kBf16 : DType::kFp16);
   }
+  // A dtype string of the config: "fp32", "bf16" or "fp16".
+  auto dtype_value = [&](const auto& v, const char* field) {
+    const std::string t = v.is_string() ? v.template get<std::string>() : "";
+    if (t == "fp32") return DType::kFp32;
+    if (t == "bf16") return DType::kBf16;
+    if (t != "fp16") fail(path, field, "expected \"fp32\", \"bf16\" or \"fp16\", got " + v.dump());
+    return DType::kFp16;
+  };
   if (auto dt = j.find("data_types"); dt != j.end() && dt->is_object()) {
     // deepspeed/runtime/engine.py:1994-1996: bf16 with grad_accum_dtype fp32
     // and ZeRO-1 runs the BF16_Optimizer (fp32 gradient buffer).
     if (auto ga = dt->find("grad_accum_dtype"); ga != dt->end()) {
-      const std::string v = ga->is_string() ? ga->get<std::string>() : "";
-      if (v == "fp32") spec->training.grad_dtype = DType::kFp32;
-      else if (v == "bf16") spec->training.grad_dtype = DType::kBf16;
-      else if (v == "fp16") spec->training.grad_dtype = DType::kFp16;
-      else fail(path, "data_types.grad_accum_dtype", "expected \"fp32\", \"bf16\" or \"fp16\", got " + ga->dump());
+      spec->training.grad_dtype = dtype_value(*ga, "data_types.grad_accum_dtype");
       spec->training.grad_dtype_given = true;
     }
   }
   // deepspeed/runtime/config.py:209-223, constants.py:283 @edaa7221: the dtype
   // gradients are reduced in, when given (else the gradients' own).
   if (auto cd = j.find("communication_data_type"); cd != j.end() && !cd->is_null()) {
-    const std::string v = cd->is_string() ? cd->get<std::string>() : "";
-    if (v == "fp32") spec->training.grad_reduce_dtype = DType::kFp32;
-    else if (v == "bf16") spec->training.grad_reduce_dtype = DType::kBf16;
-    else if (v == "fp16") spec->training.grad_reduce_dtype = DType::kFp16;
-    else fail(path, "communication_data_type", "expected \"fp32\", \"bf16\" or \"fp16\", got " + cd->dump());
+    spec->training.grad_reduce_dtype = dtype_value(*cd, "communication_data_type");
     spec->training.grad_reduce_dtype_given = true;
   }
   if (auto tb = j.find("train_batch_size"); tb != j.end() && !is_auto(*tb))
