@@ -118,11 +118,16 @@ void parse_layout_into(std::string_view text, Layout* out, LayoutFields* set) {
     } else if (key == "last_stage_layers") {
       out->last_stage_layers = parse_positive(key, val, 1, kMaxLayers);
       set->last_stage_layers = true;
+    } else if (key == "balance") {
+      if (val == "layers") out->balance = StageBalance::kLayers;
+      else if (val == "cost") out->balance = StageBalance::kCost;
+      else throw LayoutError("balance", "expected layers or cost, got '" + std::string(val) + "'");
+      set->balance = true;
     } else {
       throw LayoutError(std::string(key),
                         "unknown layout field '" + std::string(key) +
                             "'; known: dp, tp, cp, pp, vpp, sp, zero, recompute, mbs, schedule, "
-                            "first_stage_layers, last_stage_layers, recompute_method, recompute_layers");
+                            "first_stage_layers, last_stage_layers, recompute_method, recompute_layers, balance");
     }
   }
   if (want_interleaved && out->vpp < 2)
@@ -148,6 +153,7 @@ std::string to_string(const Layout& l) {
          ",recompute_layers=" + std::to_string(l.recompute_layers);
   if (l.first_stage_layers > 0) s += ",first_stage_layers=" + std::to_string(l.first_stage_layers);
   if (l.last_stage_layers > 0) s += ",last_stage_layers=" + std::to_string(l.last_stage_layers);
+  if (l.balance == StageBalance::kCost) s += ",balance=cost";
   return s;
 }
 

@@ -1,7 +1,8 @@
 // A parallel layout and its one canonical text form:
 //   dp=8,tp=8,pp=4,vpp=2,sp=1,zero=1,recompute=selective,mbs=1,schedule=1f1b
 // followed, only when set, by first_stage_layers=N and last_stage_layers=N
-// (uneven pipeline stages, Megatron-LM --decoder-first/last-pipeline-num-layers).
+// (uneven pipeline stages, Megatron-LM --decoder-first/last-pipeline-num-layers)
+// and balance=cost (nanotron's compute-cost split of the pipeline).
 // Interleaving is 1F1B with vpp > 1 (as in Megatron-LM); `schedule=interleaved`
 // is accepted on input and printed as `1f1b` with its vpp.
 #pragma once
@@ -20,6 +21,11 @@ enum class Recompute { kNone, kSelective, kFull };
 // layers of each model chunk, one by one, and keeps the rest in full.
 enum class RecomputeMethod { kUniform, kBlock };
 enum class Schedule { k1F1B, kGPipe };
+// How transformer layers are assigned to pipeline ranks: evenly, with
+// first/last_stage_layers (Megatron-LM), or by compute cost with the output
+// layer counted (nanotron's build_model: each rank fills to its share of the
+// summed block costs; printed balance=cost).
+enum class StageBalance { kLayers, kCost };
 
 struct Layout {
   int dp = 0;  // 0 = derive from the GPU count
@@ -44,6 +50,7 @@ struct Layout {
   // recompute_layers of each chunk (block). Printed only when not uniform, 1.
   RecomputeMethod recompute_method = RecomputeMethod::kUniform;
   int recompute_layers = 1;
+  StageBalance balance = StageBalance::kLayers;
 
   int gpus() const { return dp * tp * cp * pp; }
   // Ranks that share gradients and optimizer shards: dp x cp (Megatron's dp_cp group).
@@ -76,7 +83,7 @@ bool parse_schedule(std::string_view text, Schedule* out, bool* interleaved);
 struct LayoutFields {
   bool dp = false, tp = false, cp = false, pp = false, vpp = false, sp = false, zero = false,
        recompute = false, mbs = false, schedule = false, first_stage_layers = false,
-       last_stage_layers = false, recompute_method = false, recompute_layers = false;
+       last_stage_layers = false, recompute_method = false, recompute_layers = false, balance = false;
 };
 
 // Parses the canonical form; unnamed fields keep the values already in *out.

@@ -103,7 +103,7 @@ std::int64_t largest_grad_group(const Model& m, const Layout& l, int stage) {
     g = std::max(g, vocab_rows * h);
     if (m.position_embedding == PositionEmbedding::kLearned) g = std::max(g, std::int64_t(m.max_position_embeddings) * h);
   }
-  if (stage == l.pp - 1 && (!m.tie_embeddings || l.pp > 1)) g = std::max(g, vocab_rows * h);
+  if (stage == output_stage(m, l) && (!m.tie_embeddings || l.pp > 1)) g = std::max(g, vocab_rows * h);
   return g;
 }
 
@@ -144,7 +144,10 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
   // use the dp x cp group (NVIDIA/Megatron-LM@d98e8a64
   // megatron/core/distributed/distributed_data_parallel.py:148-149, 283-293).
   const int dp = l.dp_cp();
+  // The output layer's and the loss's rank: the last, or where nanotron's
+  // compute-cost split puts them (CostSplit); `last` is the pipeline's end.
   const bool first = stage == 0, last = stage == l.pp - 1;
+  const bool holds_output = stage == output_stage(m, l), holds_loss = stage == loss_stage(m, l);
 
   // Model state: the framework's buffers, whole or sharded over dp
   // (Rajbhandari et al. 2020 §5 for ZeRO; costmodel/frameworks/ per stack).
@@ -159,7 +162,7 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
                        : fmt::format("{:g} B x {} params", b.bytes_per_param, count(psi));
     }, b.source);
   }
-  if (l.zero >= 2 && dp > 1 && m.tie_embeddings && l.pp > 1 && (first || last)) {
+  if (l.zero >= 2 && dp > 1 && m.tie_embeddings && l.pp > 1 && (first || holds_output)) {
     // The tied embedding's two copies must sum their gradients across stages
     // after the last micro-batch, so that one stays whole until then.
     const std::int64_t rows = first ? sp.embedding - (m.position_embedding == PositionEmbedding::kLearned
@@ -270,13 +273,15 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
             [&] { return fmt::format("{} in flight x 4 B x s {} x b {}", n0, a.s, a.b); });
   }
   const std::int64_t vocab = vocab_per_rank(m, l.tp);
-  if (last) {
-    const int nl = in_flight_of_chunk(l, micro, stage, l.vpp - 1);
+  const int nl = in_flight_of_chunk(l, micro, stage, l.vpp - 1);
+  if (holds_output) {
     std::int64_t head = 0;
     for (const SavedTensor& x : output_saved_tensors(m)) head += tensor_bytes(x, a);
-    const std::int64_t softmax = a.s * a.b * vocab * 4;  // fp32 softmax of the logit shard
     out.add(Category::kActivations, "final norm + output layer inputs", nl * head,
             [&] { return fmt::format("{} in flight x {}", nl, human(head)); });
+  }
+  if (holds_loss) {
+    const std::int64_t softmax = a.s * a.b * vocab * 4;  // fp32 softmax of the logit shard
     out.add(Category::kActivations, "labels", nl * 4 * a.s * a.b,
             [&] { return fmt::format("{} in flight x 4 B x s {} x b {}", nl, a.s, a.b); });
     out.add(Category::kActivations, "cross-entropy fp32 softmax", nl * softmax, [&] {
@@ -304,16 +309,16 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
   const std::int64_t H = a.s * a.b * m.hidden_size * a.act_bytes;
   TransientPeak peak = lt;
   const int per_logit = loss_transient_bytes_per_logit(prof.loss, a.act_bytes);
-  if (last) {
+  if (holds_loss) {
     // At the loss's forward peak, besides the saved fp32 softmax: the logits
     // in the activation dtype if still referenced, any extra fp32 copies
-    // (framework profile), and fp32 max | sum | target | loss per token; then
-    // the output layer's input gradient H and the residual gradient X.
+    // (framework profile), and fp32 max | sum | target | loss per token.
     const std::int64_t logits =
         loss_forward_peak_bytes(prof.loss, a.s * a.b, vocab, a.act_bytes) - 4 * a.s * a.b * vocab;  // softmax: activations
     if (logits > peak.bytes) peak = {logits, "logits"};
-    if (H + X > peak.bytes) peak = {H + X, "output layer backward: input grad + residual grad"};
   }
+  // Then the output layer's input gradient H and the residual gradient X.
+  if (holds_output && H + X > peak.bytes) peak = {H + X, "output layer backward: input grad + residual grad"};
   if (first && l.sp && H > peak.bytes) peak = {H, "embedding: partial sum before the reduce-scatter"};
   if (l.cp > 1) {
     // Ring attention (NVIDIA/TransformerEngine@d0067d0d transformer_engine/
@@ -336,7 +341,7 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
   // Communication buffers.
   std::int64_t biggest = sp.layer;  // the largest group gathered at once (a layer, or the embedding)
   if (first) biggest = std::max(biggest, sp.embedding);
-  if (last) biggest = std::max(biggest, sp.output);
+  if (holds_output) biggest = std::max(biggest, sp.output);
   if (l.zero >= 3 || (l.zero == 2 && prof.zero2_keeps_params_unsharded)) {
     const bool whole = l.zero == 2;
     const std::int64_t params = whole ? psi : prof.gathered_groups * biggest;
@@ -397,7 +402,7 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
             "FACTS.md: 0.3-0.5 GiB with lazy module loading (pytorch#107667, PR #86509); cluster key cuda_context_gib");
     // Communicators this rank joins that carry traffic (NCCL connects lazily):
     // tp, dp, the pipeline's point-to-point pair, the tied-embedding group.
-    const int comms = int(l.tp > 1) + int(dp > 1) + int(l.pp > 1) + int(l.pp > 1 && m.tie_embeddings && (first || last)) +
+    const int comms = int(l.tp > 1) + int(dp > 1) + int(l.pp > 1) + int(l.pp > 1 && m.tie_embeddings && (first || holds_output)) +
                       int(l.cp > 1);
     out.add(Category::kRuntime, "NCCL buffers", std::int64_t(std::llround(comms * c.nccl_comm_mib * 1024 * 1024)), [&] {
       return fmt::format("{} communicators (tp {}, dp {}, pp {}{}) x nccl_comm_mib {:g} MiB", comms, l.tp, l.dp, l.pp,
@@ -433,7 +438,7 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
     out.add(Category::kFragmentation, "segment rounding of saved activations", held_slack,
             [&] { return fmt::format("{} layer forwards in flight x {} per layer", held_layers, human(slack)); },
             "pytorch c10/cuda/CUDACachingAllocator.cpp@001074d2 (kMinLargeAlloc 10 MiB, kRoundLarge 2 MiB, :117-124)");
-    if (last && prof.loss.logits_block_stranded && a.act_bytes < 4) {
+    if (holds_loss && prof.loss.logits_block_stranded && a.act_bytes < 4) {
       const std::int64_t bytes = a.act_bytes * a.s * a.b * vocab;
       out.add(Category::kFragmentation, "logits block stranded before the larger fp32 request", bytes, [&] {
         return fmt::format("{} B x s {} x b {} x vocab/tp {}", a.act_bytes, a.s, a.b, vocab);
@@ -466,7 +471,7 @@ StageParams stage_params(const Model& m, const Layout& l, int stage) {
     p.embedding = vocab_rows * h;
     if (m.position_embedding == PositionEmbedding::kLearned) p.embedding += m.max_position_embeddings * h;
   }
-  if (stage == l.pp - 1) {
+  if (stage == output_stage(m, l)) {
     p.final_norm = norm;
     // Untied: own output matrix. Tied with pp > 1: the last stage keeps a copy
     // of the word embedding, kept in sync by an all-reduce (Megatron-LM).
@@ -493,6 +498,12 @@ PeakMemory peak_memory(const Spec& s, const Layout& l) {
   // the stage), so the heaviest is stage 0, 1 or the last: three evaluations
   // instead of pp (a 720-stage pipeline costs the same as a 3-stage one).
   PeakMemory p{0, -1};
+  if (l.balance == StageBalance::kCost && l.pp > 1) {
+    // nanotron's compute-cost split gives every rank its own count: all of them.
+    for (int i = 0; i < l.pp; ++i)
+      if (const std::int64_t b = stage_memory(s, l, i).total(); b > p.bytes) p = {i, b};
+    return p;
+  }
   const int candidates[] = {0, 1, l.pp - 1};
   for (int k = 0; k < 3; ++k) {
     const int i = candidates[k];

@@ -1,5 +1,7 @@
 #include "costmodel/spec.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "costmodel/frameworks/profile.hpp"
@@ -25,6 +27,52 @@ const char* invalid_name(Invalid r) {
     case Invalid::kCount: break;
   }
   return "?";
+}
+
+CostSplit cost_split(const Model& m, int pp) {
+  CostSplit c;
+  c.pp = std::max(1, pp);
+  c.num_layers = m.num_layers;
+  const double h = m.hidden_size;
+  c.layer_cost = 4.0 * m.num_attention_heads * m.head_dim * h + 3.0 * double(m.ffn_hidden_size) * h;
+  c.total_cost = c.layer_cost * m.num_layers + double(m.vocab_size) * h;
+  // The rank after the last decoder layer: the number of thresholds below
+  // the running cost num_layers·layer_cost (each layer crosses at most one
+  // when layer_cost <= total/pp, what valid() requires).
+  int k = 0;
+  for (int lo = 0, hi = c.pp; lo < hi;) {  // the first r with threshold(r) >= L·c
+    const int mid = lo + (hi - lo) / 2;
+    if (c.threshold(mid) < c.layer_cost * m.num_layers) lo = mid + 1, k = lo;
+    else hi = mid;
+  }
+  c.head_stage = std::min(k, c.pp - 1);
+  // The lm_head brings the running cost to the total: past its rank's
+  // threshold unless that rank is the last; the cast then the loss follow.
+  c.cast_stage = std::min(c.head_stage + 1, c.pp - 1);
+  c.loss_stage = std::min(c.cast_stage + 1, c.pp - 1);
+  return c;
+}
+
+int CostSplit::first_layer(int stage) const {
+  if (stage <= 0) return 0;
+  if (stage >= pp) return num_layers;
+  // The first layer j (0-based) whose running cost before it, j·layer_cost,
+  // exceeds rank stage-1's threshold.
+  const double t = threshold(stage - 1);
+  double j = std::floor(t / layer_cost);
+  while (j * layer_cost <= t) j += 1;
+  while (j > 0 && (j - 1) * layer_cost > t) j -= 1;
+  return int(std::min<double>(j, num_layers));
+}
+
+bool CostSplit::valid() const {
+  if (pp <= 1) return true;
+  if (layer_cost <= 0 || layer_cost * pp > total_cost) return false;
+  // Ranks up to head_stage hold layers or the output layer; the cast and the
+  // loss take the next two; any rank past the loss's would be empty.
+  for (int s = 0; s < head_stage; ++s)
+    if (layers(s) == 0) return false;
+  return loss_stage == pp - 1;
 }
 
 bool stage_split(int L, const Layout& l, StageSplit* out) {
@@ -76,7 +124,12 @@ std::optional<Invalid> layout_invalid(const Spec& s, const Layout& l, bool check
   if (l.cp > 1 && !s.training.flash_attention) return Invalid::kCpAttention;
   if (l.vpp < 1 || (l.vpp > 1 && (l.pp < 2 || l.schedule == Schedule::kGPipe))) return Invalid::kVpp;
   if (l.pp > m.num_layers || l.vpp > m.num_layers) return Invalid::kLayersPp;
-  if (!l.uneven()) {
+  if (l.balance == StageBalance::kCost && l.pp > 1) {
+    // nanotron's split: no interleaving, no Megatron stage counts, and every
+    // rank must receive a block.
+    if (l.vpp > 1 || l.uneven()) return Invalid::kVpp;
+    if (!cost_split(m, l.pp).valid()) return Invalid::kLayersPp;
+  } else if (!l.uneven()) {
     if (m.num_layers % (std::int64_t(l.pp) * l.vpp)) return Invalid::kLayersPp;
   } else if (StageSplit split; !stage_split(m.num_layers, l, &split)) {
     return Invalid::kLayersPp;
@@ -135,6 +188,9 @@ std::optional<LayoutProblem> resolve_layout(const Spec& s, Layout* l, bool check
                                to_string(s.cluster.gpus_per_node) + ")"};
     l->dp = int(gpus / tp_cp_pp);
   }
+  // nanotron always splits its pipeline by compute cost (base.py:214-240).
+  if (s.training.framework == Framework::kNanotron && l->pp > 1 && !l->uneven() && l->vpp == 1)
+    l->balance = StageBalance::kCost;
   const auto r = layout_invalid(s, *l, check_tp_span);
   if (!r) return std::nullopt;
   const Model& m = s.model;
@@ -166,10 +222,18 @@ std::optional<LayoutProblem> resolve_layout(const Spec& s, Layout* l, bool check
                                (l->cp > 1 ? " / cp " + to_string(l->cp) : std::string()) + " divisible by tp " +
                                to_string(l->tp)};
     case Invalid::kVpp:
+      if (l->balance == StageBalance::kCost && l->pp > 1)
+        return LayoutProblem{*r, l->uneven() ? "first_stage_layers" : "vpp",
+                             "balance=cost (nanotron's compute-cost split) has no interleaving and no fixed first/last stage "
+                             "layer counts"};
       return LayoutProblem{*r, "vpp",
                            "vpp = " + to_string(l->vpp) +
                                " needs pp > 1 and the 1f1b (interleaved) schedule"};
     case Invalid::kLayersPp:
+      if (l->balance == StageBalance::kCost && l->pp > 1)
+        return LayoutProblem{*r, "pp",
+                             "nanotron's compute-cost split of " + to_string(m.num_layers) + " layers and the output layer over pp " +
+                                 to_string(l->pp) + " leaves a pipeline rank without a block (src/nanotron/models/base.py:214-240)"};
       if (l->uneven()) return uneven_problem(m, *l);
       return LayoutProblem{*r, "pp",
                            "num_layers " + to_string(m.num_layers) +
@@ -192,7 +256,8 @@ std::optional<LayoutProblem> resolve_layout(const Spec& s, Layout* l, bool check
       const bool zero = !profile(t.framework).zero_supported[l->zero];
       const bool rc = !profile(t.framework).recompute_supported[int(l->recompute)];
       const bool method = l->partial_recompute_set() && profile(t.framework).partial_recompute_note;
-      return LayoutProblem{*r, zero ? "zero" : rc ? "recompute" : method ? "recompute_method" : "cp",
+      const bool cp = l->cp > 1 && profile(t.framework).cp_note;
+      return LayoutProblem{*r, zero ? "zero" : rc ? "recompute" : method ? "recompute_method" : cp ? "cp" : "balance",
                            std::string("framework ") + framework_name(t.framework) + ": " +
                                framework_unsupported(profile(t.framework), *l)};
     }

@@ -87,11 +87,43 @@ struct StageSplit {
 // layers, a middle rank's layers not divisible by vpp, or a short chunk that
 // would need fewer than 0 layers).
 bool stage_split(int num_layers, const Layout& l, StageSplit* out);
+
+// nanotron's pipeline split (balance=cost; huggingface/nanotron@67c5ebb6
+// src/nanotron/models/base.py:214-240): the blocks in order (embedding,
+// num_layers decoder layers, final norm, lm_head, fp32 cast, loss) with costs
+// (llama.py:913-925: a decoder layer 4·heads·head_dim·h + 3·ffn·h, the
+// lm_head vocab·h, the others 0); rank r's threshold is total·(r+1)/pp, and a
+// block goes to the current rank, which advances once the running cost
+// exceeds its threshold. So a rank may hold no decoder layer, and with a large
+// vocabulary the lm_head, the cast and the loss can sit on three ranks.
+struct CostSplit {
+  int pp = 1, num_layers = 0;
+  double layer_cost = 0, total_cost = 0;
+  int head_stage = 0, cast_stage = 0, loss_stage = 0;
+  // The global index of rank `stage`'s first decoder layer (num_layers past the last).
+  int first_layer(int stage) const;
+  int layers(int stage) const { return first_layer(stage + 1) - first_layer(stage); }
+  // Every rank holds at least one block, each layer's cost fits a rank's share.
+  bool valid() const;
+  double threshold(int r) const { return total_cost * (double(r + 1) / double(pp)); }
+};
+CostSplit cost_split(const Model& m, int pp);
+
 // Layers on pipeline rank `stage` of a valid layout.
 inline int stage_layers(const Model& m, const Layout& l, int stage) {
+  if (l.balance == StageBalance::kCost && l.pp > 1) return cost_split(m, l.pp).layers(stage);
   StageSplit sp;
   stage_split(m.num_layers, l, &sp);
   return sp.of(stage, l.pp);
+}
+// The pipeline rank that runs the output layer (final norm, lm_head) and the
+// one that runs the loss: the last, except where nanotron's cost split puts
+// them earlier (CostSplit).
+inline int output_stage(const Model& m, const Layout& l) {
+  return l.balance == StageBalance::kCost && l.pp > 1 ? cost_split(m, l.pp).head_stage : l.pp - 1;
+}
+inline int loss_stage(const Model& m, const Layout& l) {
+  return l.balance == StageBalance::kCost && l.pp > 1 ? cost_split(m, l.pp).loss_stage : l.pp - 1;
 }
 // Layers of model chunk `chunk` (0 <= chunk < vpp) of a rank holding `n`
 // layers: n / vpp, the first rank's first chunk or the last rank's last chunk

@@ -204,23 +204,29 @@ double ce_bytes_per_logit(const Training& t, int fp32_passes) {
   return (ab < 4 ? ab + 4 : 0) + 4.0 * fp32_passes;
 }
 
-double output_forward_time(const Model& m, const Training& t, const Layout& l, const Cluster& c) {
-  const double ab = act_bytes(t), vocab = double((m.vocab_size + l.tp - 1) / l.tp);
-  const double norm = 2 * m.hidden_size * norm_tokens(t, l) * ab;
-  const double ce = tokens(t, l) * vocab * ce_bytes_per_logit(t, profile(t.framework).time.ce_fp32_passes_forward);
-  return gemm_time(logits_gemm(m, l.mbs, t.seq_length, l.tp), c, act_bytes(t)) +
-         memory_bound_time(norm + ce, c);
+// The output layer (final norm, logits GEMM over the vocab shard) and, apart,
+// the loss: the two may sit on different ranks (CostSplit).
+double output_head_forward_time(const Model& m, const Training& t, const Layout& l, const Cluster& c) {
+  const double norm = 2 * m.hidden_size * norm_tokens(t, l) * act_bytes(t);
+  return gemm_time(logits_gemm(m, l.mbs, t.seq_length, l.tp), c, act_bytes(t)) + memory_bound_time(norm, c);
+}
+double loss_forward_time(const Model& m, const Training& t, const Layout& l, const Cluster& c) {
+  const double vocab = double((m.vocab_size + l.tp - 1) / l.tp);
+  return memory_bound_time(tokens(t, l) * vocab * ce_bytes_per_logit(t, profile(t.framework).time.ce_fp32_passes_forward), c);
 }
 
-// Its backward: 2× the norm and GEMM, and the cross-entropy's gradient passes
-// with the cast of the gradient back to the activation dtype.
-double output_backward_time(const Model& m, const Training& t, const Layout& l, const Cluster& c) {
-  const double ab = act_bytes(t), vocab = double((m.vocab_size + l.tp - 1) / l.tp);
-  const double norm = 2 * m.hidden_size * norm_tokens(t, l) * ab;
-  const double ce = tokens(t, l) * vocab * ce_bytes_per_logit(t, profile(t.framework).time.ce_fp32_passes_backward);
+// Their backward: the norm's 2x bytes and the logits GEMM's input- and
+// weight-gradient GEMMs; the cross-entropy's gradient passes with the cast of
+// the gradient back to the activation dtype.
+double output_head_backward_time(const Model& m, const Training& t, const Layout& l, const Cluster& c) {
+  const double norm = 2 * m.hidden_size * norm_tokens(t, l) * act_bytes(t);
   const Gemm g = logits_gemm(m, l.mbs, t.seq_length, l.tp);
   return gemm_time(gemm_input_gradient(g), c, act_bytes(t)) + gemm_time(gemm_weight_gradient(g), c, act_bytes(t)) +
-         memory_bound_time(2 * norm + ce, c);
+         memory_bound_time(2 * norm, c);
+}
+double loss_backward_time(const Model& m, const Training& t, const Layout& l, const Cluster& c) {
+  const double vocab = double((m.vocab_size + l.tp - 1) / l.tp);
+  return memory_bound_time(tokens(t, l) * vocab * ce_bytes_per_logit(t, profile(t.framework).time.ce_fp32_passes_backward), c);
 }
 
 // One TP all-reduce of the s·b·h activations, or with SP its all-gather +
@@ -483,7 +489,9 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
   const Model& m = s.model;
   const Training& t = s.training;
   const Cluster& c = s.cluster;
-  const bool first = stage == 0, last = stage == l.pp - 1;
+  const bool first = stage == 0;
+  const int out_stage = output_stage(m, l), ce_stage = loss_stage(m, l);
+  const bool holds_output = stage == out_stage, holds_loss = stage == ce_stage;
   const double layers = double(stage_layers(m, l, stage));
   const LayerTime& f = pl.forward;
   StageMicrobatch r;
@@ -499,9 +507,13 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
     r.forward_s += e;
     r.backward_s += 2 * e;  // gradient scatter-add into the embedding rows
   }
-  if (last) {
-    r.forward_s += output_forward_time(m, t, l, c);
-    r.backward_s += output_backward_time(m, t, l, c);
+  if (holds_output) {
+    r.forward_s += output_head_forward_time(m, t, l, c);
+    r.backward_s += output_head_backward_time(m, t, l, c);
+  }
+  if (holds_loss) {
+    r.forward_s += loss_forward_time(m, t, l, c);
+    r.backward_s += loss_backward_time(m, t, l, c);
   }
   // Gradient accumulation as its own pass after the backward (nanotron's fp32
   // accumulator), over the stage's parameters.
@@ -512,8 +524,19 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
   // 2 forward + 2 backward collectives per layer, + 2 per recomputed layer
   // (the re-run forward repeats them; Korthikanti et al. 2022 §5).
   r.tp_comm_s = layers * (pl.tp.forward_s + pl.tp.backward_s) + recomputed * pl.tp.forward_s +
-                tp_embedding_output_comm_time(m, t, l, c, g.tp, first, last);
+                tp_embedding_output_comm_time(m, t, l, c, g.tp, first, holds_output);
   r.pp_comm_s = pipeline_p2p_time(m, t, l, c, g.pp, g.tp);
+  if (out_stage != ce_stage && stage >= out_stage) {
+    // nanotron's split with the lm_head, the fp32 cast and the loss on
+    // different ranks: the logits go down the pipeline (bf16 to the cast's
+    // rank, fp32 on to the loss's) and their gradients come back; each rank
+    // pays for the transfers it sends or receives.
+    const double logits = tokens(t, l) * double((m.vocab_size + l.tp - 1) / l.tp);
+    const int cast = cost_split(m, l.pp).cast_stage;
+    const double bf16 = group_p2p_time(c, g.pp, logits * act_bytes(t)), fp32 = group_p2p_time(c, g.pp, logits * 4);
+    if (stage == out_stage || stage == cast) r.pp_comm_s += 2 * bf16;
+    if (cast != ce_stage && (stage == cast || stage == ce_stage)) r.pp_comm_s += 2 * fp32;
+  }
   const CpRing ring = cp_ring_exposed_time(m, t, l, c, g.cp, f.core);
   r.cp_comm_s = layers * (ring.forward_s + ring.backward_s) + recomputed * ring.forward_s;
   r.zero3_s = zero3_exposed_gather_time(s, l, g.dp, stage_param_count(s, l, stage), layers, r.forward_s,
@@ -551,18 +574,34 @@ StepTime estimate_time(const Spec& s, const Layout& l) {
   r.microbatches = num_microbatches(s, l);
   const double m = r.microbatches;
 
-  // Every middle stage has the same layers and no embedding or output layer,
-  // so three stages stand for all: the first, one middle (stage 1), the last.
+  // Every middle stage of a layer split has the same layers and no embedding
+  // or output layer, so three stages stand for all: the first, one middle
+  // (stage 1), the last. nanotron's compute-cost split gives every rank its
+  // own contents: all of them.
   const int last = l.pp - 1;
   const PerLayer layer = per_layer(s, l, g);
-  const StageMicrobatch mb0 = stage_microbatch(s, l, 0, g, layer);
-  const StageMicrobatch mbl = last > 0 ? stage_microbatch(s, l, last, g, layer) : mb0;
-  const StageMicrobatch mbm = last > 1 ? stage_microbatch(s, l, 1, g, layer) : mb0;
-  const StageMicrobatch* crit = &mb0;
-  r.critical_stage = 0;
-  if (mbm.total() > crit->total()) crit = &mbm, r.critical_stage = 1;
-  if (mbl.total() > crit->total()) crit = &mbl, r.critical_stage = last;
-  r.microbatch_s = crit->total();
+  const bool every = l.balance == StageBalance::kCost && l.pp > 1;
+  double all = 0, tail = -1, tail_params = 0, tail_dp = 0, tail_opt = 0;
+  StageMicrobatch crit;
+  double crit_total = -1;
+  auto visit = [&](int stage, double weight) {
+    const StageMicrobatch mb = stage_microbatch(s, l, stage, g, layer);
+    all += weight * mb.total();
+    if (mb.total() > crit_total) crit = mb, crit_total = mb.total(), r.critical_stage = stage;
+    // End of step: DP reduction left exposed + optimizer, on the slowest stage.
+    const double params = stage_param_count(s, l, stage);
+    const double dp = dp_exposed_tail_time(s, l, g.dp, params, mb), opt = optimizer_step_time(s, l, params);
+    if (dp + opt > tail) tail = dp + opt, tail_params = params, tail_dp = dp, tail_opt = opt;
+  };
+  if (every) {
+    for (int i = 0; i < l.pp; ++i) visit(i, 1);
+  } else {
+    visit(0, 1);
+    if (last > 1) visit(1, last - 1);
+    if (last > 0) visit(last, 1);
+  }
+  r.microbatch_s = crit_total;
+  const double crit_params = stage_param_count(s, l, r.critical_stage);
 
   // A pipeline of stages of unequal time t_i (uneven layer counts, the
   // embedding and the output layer): m micro-batches pass the slowest stage
@@ -572,27 +611,13 @@ StepTime estimate_time(const Spec& s, const Layout& l) {
   // with equal stages Narayanan et al. 2021's (m + p − 1)·t, eq. 1). Interleaving
   // divides the fill and drain by v (§2.2).
   const double v = l.interleaved() ? l.vpp : 1;
-  double all = mb0.total();
-  if (last > 0) all += mbl.total() + (last - 1) * mbm.total();
   r.bubble_s = std::max(0.0, all - r.microbatch_s) / v;
-  r.compute_s = m * (crit->forward_s + crit->backward_s);
-  r.tp_comm_s = m * crit->tp_comm_s;
-  r.pp_comm_s = m * crit->pp_comm_s;
-  r.cp_comm_s = m * crit->cp_comm_s;
+  r.compute_s = m * (crit.forward_s + crit.backward_s);
+  r.tp_comm_s = m * crit.tp_comm_s;
+  r.pp_comm_s = m * crit.pp_comm_s;
+  r.cp_comm_s = m * crit.cp_comm_s;
 
-  // End of step: DP reduction left exposed + optimizer, on the slowest of the
-  // three representative stages.
-  const StageMicrobatch* mbs[3] = {&mb0, &mbm, &mbl};
-  const int stages[3] = {0, last > 1 ? 1 : 0, last};
-  double tail = -1, tail_params = 0, tail_dp = 0, tail_opt = 0, crit_params = 0;
-  for (int k = 0; k < 3; ++k) {
-    const double params = stage_param_count(s, l, stages[k]);
-    if (stages[k] == r.critical_stage) crit_params = params;
-    const double dp = dp_exposed_tail_time(s, l, g.dp, params, *mbs[k]);
-    const double opt = optimizer_step_time(s, l, params);
-    if (dp + opt > tail) tail = dp + opt, tail_params = params, tail_dp = dp, tail_opt = opt;
-  }
-  r.dp_comm_s = m * dp_exposed_per_microbatch_time(s, l, g.dp, crit_params, *crit) + tail_dp;
+  r.dp_comm_s = m * dp_exposed_per_microbatch_time(s, l, g.dp, crit_params, crit) + tail_dp;
   r.optimizer_s = tail_opt;
   r.dp_comm_total_s = dp_grad_reduce_time(s, l, g.dp, tail_params) * (reduces_every_microbatch(l) ? m : 1) +
                       dp_param_gather_time(s, l, g.dp, tail_params) * (l.zero >= 3 ? 2 * m : 1);

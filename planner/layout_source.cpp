@@ -522,6 +522,7 @@ void merge(Draft* into, const Draft& from) {
         [](const Layout& l) { return l.first_stage_layers; }, "first_stage_layers");
   field(from.set.last_stage_layers, &into->set.last_stage_layers,
         [](const Layout& l) { return l.last_stage_layers; }, "last_stage_layers");
+  field(from.set.balance, &into->set.balance, [](const Layout& l) { return int(l.balance); }, "balance");
   if (from.set.dp) into->l.dp = from.l.dp;
   if (from.set.tp) into->l.tp = from.l.tp;
   if (from.set.cp) into->l.cp = from.l.cp;
@@ -536,6 +537,7 @@ void merge(Draft* into, const Draft& from) {
   if (from.set.recompute_layers) into->l.recompute_layers = from.l.recompute_layers;
   if (from.set.first_stage_layers) into->l.first_stage_layers = from.l.first_stage_layers;
   if (from.set.last_stage_layers) into->l.last_stage_layers = from.l.last_stage_layers;
+  if (from.set.balance) into->l.balance = from.l.balance;
   if (into->source.empty()) into->source = from.source;
 }
 

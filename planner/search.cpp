@@ -191,7 +191,9 @@ Plan make_plan(const Spec& s) {
       // every middle stage ceil(L/pp) and the first and last stages the rest,
       // split as evenly as possible, first the shorter (Llama 3 405B: 126
       // layers on 16 stages as 7 + 14 × 8 + 7, Dubey et al. 2024 §3.3.2).
-      const UnevenSplit split = search_split(layers, pp);
+      // nanotron splits by compute cost, whatever pp (no interleaving).
+      const bool cost = s.training.framework == Framework::kNanotron && pp > 1;
+      const UnevenSplit split = cost ? UnevenSplit{0, 0, 0} : search_split(layers, pp);
       std::vector<int> vpps{1};
       if (pp > 1 && split.vpp_of > 0) vpps = divisors(split.vpp_of);
       const std::vector<int> vpp_values = domain(q.vpp, vpps);
@@ -220,6 +222,7 @@ Plan make_plan(const Spec& s) {
                   l.dp = dp, l.tp = tp, l.cp = cp, l.pp = pp, l.vpp = vpp, l.sp = sp, l.zero = zero;
                   l.recompute = rc, l.mbs = mbs, l.schedule = sched;
                   l.first_stage_layers = split.first, l.last_stage_layers = split.last;
+                  if (cost) l.balance = StageBalance::kCost;
                   if (const auto bad = layout_invalid(s, l)) {
                     ++plan.rejected[int(*bad)];
                     continue;

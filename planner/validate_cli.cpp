@@ -117,6 +117,10 @@ Resolved resolve(ValidateOptions& o) {
         throw SpecError("--layout", 0, r.layout.first_stage_layers > 0 ? "first_stage_layers" : "last_stage_layers",
                         fmt::format("the validator runs model chunks of at least one layer; virtual stage {} has none", vs));
   }
+  if (r.layout.balance == StageBalance::kCost && r.layout.pp > 1)
+    throw SpecError("--layout", 0, "balance",
+                    "the validator splits layers evenly (or by first/last_stage_layers); nanotron's compute-cost split "
+                    "(balance=cost) is predicted by plan/explain/check but not executed");
   if (r.spec.training.fp8)
     throw SpecError(o.spec, 0, "training.fp8",
                     "the validator runs fp32 and bf16; FP8 is predicted by plan/explain/check but not executed");

@@ -311,3 +311,60 @@ TEST_CASE("DeepSpeed config gives zero stage, micro-batch and batch", "[layout][
   CHECK_THROWS_WITH(layout_from_sources(&s, "spec.yaml", r), Catch::Contains("conflicts"));
   std::remove(path.c_str());
 }
+
+TEST_CASE("nanotron's compute-cost pipeline split (balance=cost), worked by hand (issue 15)", "[layout][nanotron]") {
+  // The Playbook's 1B model: 16 layers, h 2048, 32 heads of 64, ffn 8192,
+  // vocab 131,072. Block costs (nanotron llama.py:913-925): a layer
+  // 4*32*64*2048 + 3*8192*2048 = 67,108,864; the lm_head 131072*2048 =
+  // 268,435,456 (4 layers' worth); total 1,342,177,280.
+  const Model m1 = test::model("nanotron-bench-1b");
+  const CostSplit c4 = cost_split(m1, 4);
+  CHECK(c4.layer_cost == 67108864.0);
+  CHECK(c4.total_cost == 1342177280.0);
+  // pp = 4: thresholds 335,544,320 (= 5 layers exactly, not exceeded: the 6th
+  // layer still lands on rank 0), 671,088,640 (10 layers), 1,006,632,960 (15):
+  // ranks hold 6, 5, 5 and 0 layers; the lm_head, cast and loss are on rank 3.
+  CHECK(c4.layers(0) == 6);
+  CHECK(c4.layers(1) == 5);
+  CHECK(c4.layers(2) == 5);
+  CHECK(c4.layers(3) == 0);
+  CHECK((c4.head_stage == 3 && c4.cast_stage == 3 && c4.loss_stage == 3));
+  CHECK(c4.valid());
+  // pp = 8: thresholds every 167,772,160 (2.5 layers): 3, 3, 2, 3, 2, 3 layers
+  // on ranks 0-5; rank 6 reaches its threshold only with the lm_head, so rank
+  // 7 gets the fp32 cast and the loss.
+  const CostSplit c8 = cost_split(m1, 8);
+  const int want8[] = {3, 3, 2, 3, 2, 3, 0, 0};
+  for (int r = 0; r < 8; ++r) CHECK(c8.layers(r) == want8[r]);
+  CHECK((c8.head_stage == 6 && c8.cast_stage == 7 && c8.loss_stage == 7));
+  CHECK(c8.valid());
+  // pp = 16: 1,342,177,280 / 16 = 1.25 layers per rank; the lm_head lands on
+  // rank 12 and ranks 15 onward would be empty: invalid.
+  CHECK_FALSE(cost_split(m1, 16).valid());
+  // The 3B model: 28 layers of 4*32*96*3072 + 3*8192*3072 = 113,246,208, the
+  // lm_head 402,653,184: pp = 8 gives 4 layers to each of ranks 0-6 and the
+  // lm_head alone to rank 7 (28 layers do not split 8 ways in Megatron).
+  const Model m3 = test::model("nanotron-bench-3b");
+  const CostSplit c38 = cost_split(m3, 8);
+  for (int r = 0; r < 7; ++r) CHECK(c38.layers(r) == 4);
+  CHECK(c38.layers(7) == 0);
+  CHECK(c38.head_stage == 7);
+  // A nanotron spec resolves pp > 1 layouts to balance=cost; stage_layers follows it.
+  Spec s = test::spec_for(m3, 8, 4096, 64);
+  s.training.framework = Framework::kNanotron;
+  s.training.flash_attention = true;
+  Layout l = parse_layout("tp=1,pp=8,mbs=1");
+  REQUIRE_FALSE(resolve_layout(s, &l));
+  CHECK(l.balance == StageBalance::kCost);
+  CHECK(to_string(l) == "dp=1,tp=1,pp=8,vpp=1,sp=0,zero=0,recompute=none,mbs=1,schedule=1f1b,balance=cost");
+  CHECK(stage_layers(m3, l, 0) == 4);
+  CHECK(stage_layers(m3, l, 7) == 0);
+  CHECK(output_stage(m3, l) == 7);
+  // Other frameworks split by layers: balance=cost is refused there.
+  Spec meg = s;
+  meg.training.framework = Framework::kMegatron;
+  Layout lc = parse_layout("tp=1,pp=4,mbs=1,balance=cost");
+  const auto p = resolve_layout(meg, &lc);
+  REQUIRE(p);
+  CHECK(p->field == "balance");
+}
