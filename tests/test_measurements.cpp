@@ -361,3 +361,55 @@ TEST_CASE("Megatron-LM's own CI step times on H100 and A100 (gpt3_7b_*_memory_sp
   }
   WARN("Megatron CI step times: mean |error| " << 100 * sum_abs / 4 << "%");
 }
+
+TEST_CASE("nanotron on H100 (Ultra-Scale Playbook, pp > 1): rank-0 memory with nanotron's compute-cost split",
+          "[measurements]") {
+  // The pp > 1 rows of the full copy, each rank holding what nanotron's
+  // compute-cost split gives it (balance=cost). A split that leaves a rank
+  // without a block is refused: of the 160 such rows 158 crashed.
+  static const Model m1 = test::model("nanotron-bench-1b"), m3 = test::model("nanotron-bench-3b");
+  std::vector<double> err, abs_err;
+  int ran = 0, ran_not_fit = 0, crashed = 0, crashed_not_fit = 0, refused = 0, refused_ran = 0;
+  for (const auto& f : read_csv("tests/data/measurements/ultrascale-playbook-1B-3B.csv")) {
+    const int pp = std::stoi(f[6]);
+    if (pp == 1) continue;
+    Spec s;
+    s.model = f[1] == "1B" ? m1 : m3;
+    s.cluster = test::cluster("dgx-h100");
+    s.num_nodes = std::stoi(f[2]);
+    s.search.allow_tp_across_nodes = true;
+    s.training.framework = Framework::kNanotron;
+    s.training.seq_length = 4096;
+    s.training.flash_attention = true;
+    Layout l;
+    l.dp = std::stoi(f[4]), l.tp = std::stoi(f[5]), l.pp = pp, l.zero = std::stoi(f[7]), l.mbs = std::stoi(f[8]);
+    l.sp = l.tp > 1;
+    s.training.global_batch_size = l.dp * l.mbs * std::stoi(f[9]);
+    if (resolve_layout(s, &l)) {
+      ++refused;
+      refused_ran += f[11] == "ran";
+      continue;
+    }
+    REQUIRE(l.balance == StageBalance::kCost);
+    const MemoryEstimate e = estimate_memory(s, l);
+    if (f[11] == "ran") {
+      ++ran;
+      const double measured = std::stod(f[14]), predicted = double(e.stages[0].reserved()) / kGiB;
+      err.push_back((predicted - measured) / measured);
+      abs_err.push_back(std::abs(err.back()));
+      ran_not_fit += !e.fits;
+    } else {
+      ++crashed;
+      crashed_not_fit += !e.fits;
+    }
+  }
+  WARN("pp > 1: " << ran << " runs that ran, median |error| " << 100 * median(abs_err) << "% (signed "
+                  << 100 * median(err) << "%), " << ran_not_fit << " predicted not to fit; " << crashed_not_fit << " of "
+                  << crashed << " crashed runs predicted not to fit; " << refused << " refused (" << refused_ran
+                  << " of them ran)");
+  CHECK(ran == 792);
+  CHECK(median(abs_err) <= 0.12);
+  CHECK(ran_not_fit <= 2);
+  CHECK(crashed_not_fit >= 199);
+  CHECK(refused_ran <= 2);
+}
