@@ -123,8 +123,32 @@ double stage_bytes_bound(const Spec& s, const Layout& l) {
   return in_flight * (tokens * per_token_layer * layers + loss) + approx_params(m) * 2048.0;
 }
 
+// What one layer saves, rounds and holds transiently: the same on every
+// stage of a layout, so computed once per layout (peak_memory walks three
+// stages, estimate_memory all of them).
+struct LayerMemory {
+  std::int64_t per_layer = 0, whole = 0, slack = 0, whole_slack = 0;
+  TransientPeak transient, transient_none;
+};
+
+LayerMemory layer_memory(const Spec& s, const Layout& l) {
+  const Model& m = s.model;
+  const Training& t = s.training;
+  const Profile& prof = profile(t.framework);
+  const ActShape a{t.seq_length / l.cp, l.mbs, l.tp, l.sp, dtype_bytes(t.precision), t.fp8};
+  const bool full = l.recompute == Recompute::kFull, fragmentation = s.cluster.fragmentation_modelled();
+  LayerMemory r;
+  r.per_layer = layer_activation_bytes(m, t.flash_attention, l.recompute, a, prof.act);
+  r.whole = full ? layer_activation_bytes(m, t.flash_attention, Recompute::kNone, a, prof.act) : r.per_layer;
+  r.slack = fragmentation ? layer_rounding_slack(m, t.flash_attention, l.recompute, a, prof.act) : 0;
+  r.whole_slack = fragmentation && full ? layer_rounding_slack(m, t.flash_attention, Recompute::kNone, a, prof.act) : r.slack;
+  r.transient = layer_transient_peak(m, t.flash_attention, l.recompute, a, prof.act);
+  r.transient_none = full ? layer_transient_peak(m, t.flash_attention, Recompute::kNone, a, prof.act) : r.transient;
+  return r;
+}
+
 template <class Sink>
-void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
+void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, const LayerMemory* layer_memory_given) {
   const Model& m = s.model;
   const Training& t = s.training;
   if (stage_bytes_bound(s, l) > double(kSaturatedBytes)) {
@@ -207,22 +231,20 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
   const ActShape a{t.seq_length / l.cp, l.mbs, l.tp, l.sp, dtype_bytes(t.precision), t.fp8};
   const int micro = num_microbatches(s, l);
   const int in_flight = in_flight_chunks(l, micro, stage);
-  const std::int64_t per_layer = layer_activation_bytes(m, t.flash_attention, l.recompute, a, prof.act);
+  const LayerMemory lm = layer_memory_given ? *layer_memory_given : layer_memory(s, l);
+  const std::int64_t per_layer = lm.per_layer;
   // Layer forwards whose activations are held: in-flight chunk forwards times
   // their chunk's layers (chunks differ only on an uneven first or last rank).
   // Full recomputation keeps one input per checkpoint (uniform: per group of
   // recompute_layers; block: per checkpointed layer) and the rest whole.
   const bool full = l.recompute == Recompute::kFull;
-  const std::int64_t whole = full ? layer_activation_bytes(m, t.flash_attention, Recompute::kNone, a, prof.act) : per_layer;
+  const std::int64_t whole = lm.whole;
   auto chunk_bytes = [&](int n) -> std::int64_t {
     return full ? checkpointed_inputs(l, n) * per_layer + whole_layers(l, n) * whole : n * per_layer;
   };
   // Their rounding slack (allocator segments) goes with them: checkpointed
   // inputs and whole layers round separately.
-  const bool fragmentation = s.cluster.fragmentation_modelled();
-  const std::int64_t slack = fragmentation ? layer_rounding_slack(m, t.flash_attention, l.recompute, a, prof.act) : 0;
-  const std::int64_t whole_slack =
-      fragmentation && full ? layer_rounding_slack(m, t.flash_attention, Recompute::kNone, a, prof.act) : slack;
+  const std::int64_t slack = lm.slack, whole_slack = lm.whole_slack;
   auto chunk_slack = [&](int n) -> std::int64_t {
     return full ? checkpointed_inputs(l, n) * slack + whole_layers(l, n) * whole_slack : n * slack;
   };
@@ -291,7 +313,7 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
 
   // Transient: the largest set of short-lived buffers at any point of the step
   // (costmodel/activations.cpp walks one layer; the head and embedding here).
-  TransientPeak lt = layer_transient_peak(m, t.flash_attention, l.recompute, a, prof.act);
+  TransientPeak lt = lm.transient;
   if (full && l.recompute_method == RecomputeMethod::kUniform && l.recompute_layers > 1) {
     // Re-running a group of g layers holds every layer of it whole, less the
     // checkpointed input: (g − 1) more whole layers than re-running one
@@ -302,8 +324,7 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out) {
   }
   if (full && whole_layers(l, int(layers_per_chunk)) > 0) {
     // Block recompute: the layers kept whole run a plain backward.
-    const TransientPeak none = layer_transient_peak(m, t.flash_attention, Recompute::kNone, a, prof.act);
-    if (none.bytes > lt.bytes) lt = none;
+    if (lm.transient_none.bytes > lt.bytes) lt = lm.transient_none;
   }
   const std::int64_t X = a.s * a.b * m.hidden_size * a.act_bytes / (l.sp ? l.tp : 1);
   const std::int64_t H = a.s * a.b * m.hidden_size * a.act_bytes;
@@ -480,15 +501,23 @@ StageParams stage_params(const Model& m, const Layout& l, int stage) {
   return p;
 }
 
+namespace {
+MemoryBreakdown stage_memory(const Spec& s, const Layout& l, int stage, const LayerMemory& lm) {
+  BreakdownSink sink;
+  stage_memory_terms(s, l, stage, sink, &lm);
+  return sink.m;
+}
+}  // namespace
+
 MemoryBreakdown stage_memory(const Spec& s, const Layout& l, int stage) {
   BreakdownSink sink;
-  stage_memory_terms(s, l, stage, sink);
+  stage_memory_terms(s, l, stage, sink, nullptr);
   return sink.m;
 }
 
 std::vector<Term> stage_terms(const Spec& s, const Layout& l, int stage) {
   TermSink sink;
-  stage_memory_terms(s, l, stage, sink);
+  stage_memory_terms(s, l, stage, sink, nullptr);
   return sink.terms;
 }
 
@@ -498,17 +527,18 @@ PeakMemory peak_memory(const Spec& s, const Layout& l) {
   // the stage), so the heaviest is stage 0, 1 or the last: three evaluations
   // instead of pp (a 720-stage pipeline costs the same as a 3-stage one).
   PeakMemory p{0, -1};
+  const LayerMemory lm = layer_memory(s, l);
   if (l.balance == StageBalance::kCost && l.pp > 1) {
     // nanotron's compute-cost split gives every rank its own count: all of them.
     for (int i = 0; i < l.pp; ++i)
-      if (const std::int64_t b = stage_memory(s, l, i).total(); b > p.bytes) p = {i, b};
+      if (const std::int64_t b = stage_memory(s, l, i, lm).total(); b > p.bytes) p = {i, b};
     return p;
   }
   const int candidates[] = {0, 1, l.pp - 1};
   for (int k = 0; k < 3; ++k) {
     const int i = candidates[k];
     if (i >= l.pp || (k > 0 && i <= candidates[k - 1])) continue;  // pp = 1 or 2: already seen
-    const std::int64_t b = stage_memory(s, l, i).total();
+    const std::int64_t b = stage_memory(s, l, i, lm).total();
     if (b > p.bytes) p = {i, b};  // ties keep the earlier stage, as estimate_memory does
   }
   return p;
@@ -517,8 +547,9 @@ PeakMemory peak_memory(const Spec& s, const Layout& l) {
 MemoryEstimate estimate_memory(const Spec& s, const Layout& l) {
   MemoryEstimate e;
   e.stages.reserve(l.pp);
+  const LayerMemory lm = layer_memory(s, l);
   for (int i = 0; i < l.pp; ++i) {
-    e.stages.push_back(stage_memory(s, l, i));
+    e.stages.push_back(stage_memory(s, l, i, lm));
     if (e.stages[i].total() > e.stages[e.heaviest_stage].total()) e.heaviest_stage = i;
   }
   e.heaviest_rank = e.heaviest_stage * l.dp * l.tp * l.cp;

@@ -14,17 +14,24 @@
 namespace paraplan {
 
 double gemm_tile_utilization(const Gemm& g, int sms) {
-  if (sms <= 0 || g.m <= 0 || g.n <= 0) return 1;
+  if (sms <= 0 || g.m <= 0 || g.n <= 0 || g.batch <= 0) return 1;
   // cuBLAS's common Hopper/Ampere tiles (NVIDIA, Matrix Multiplication
-  // Background User's Guide, DU-09799-001, §2.3); the best of them.
-  static constexpr double kTiles[][2] = {{128, 256}, {256, 128}, {128, 128}};
-  double best = 0;
-  for (const auto& t : kTiles) {
-    const double tiles = g.batch * std::ceil(g.m / t[0]) * std::ceil(g.n / t[1]);
-    const double waves = std::ceil(tiles / sms);
-    best = std::max(best, g.batch * g.m * g.n / (waves * sms * t[0] * t[1]));
-  }
-  return std::min(1.0, best);
+  // Background User's Guide, DU-09799-001, §2.3): 128x256, 256x128 and
+  // 128x128; the best of them is the one launching the least tile area
+  // (waves x SMs x tile). Sizes round up to whole elements; integer
+  // arithmetic (the search evaluates this a dozen times per layout).
+  // Beyond 1e18 output elements there are billions of tiles: every wave full.
+  if (g.batch * g.m * g.n > 1e18) return 1;
+  auto up = [](double x) {
+    std::int64_t i = std::int64_t(x);
+    return i < x ? i + 1 : i;
+  };
+  const std::int64_t m = up(g.m), n = up(g.n), b = up(g.batch), p = sms;
+  const std::int64_t m128 = (m + 127) >> 7, m256 = (m + 255) >> 8, n128 = (n + 127) >> 7, n256 = (n + 255) >> 8;
+  auto launched = [&](std::int64_t tiles, double area) { return double((tiles + p - 1) / p) * double(p) * area; };
+  const double best = std::min({launched(b * m128 * n256, 128.0 * 256), launched(b * m256 * n128, 256.0 * 128),
+                                launched(b * m128 * n128, 128.0 * 128)});
+  return std::min(1.0, g.batch * g.m * g.n / best);
 }
 
 double gemm_time(const Gemm& g, const Cluster& c, int elem_bytes) {
