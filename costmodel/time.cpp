@@ -106,6 +106,10 @@ double layer_memory_bound_bytes(const Model& m, const Training& t, const Layout&
     bytes += 2 * double(m.q_width() + m.kv_width()) / l.tp * tok * ab;
   const double f = double(m.ffn_hidden_size) / l.tp;
   bytes += (m.gated() ? 3 : 2) * f * tok * ab;
+  // The framework's own copies and unfused passes (TimeVariant).
+  const TimeVariant& v = profile(t.framework).time;
+  bytes += (v.layer_copies_q * double(m.q_width()) / l.tp + v.layer_copies_kv * double(m.kv_width()) / l.tp +
+            (m.gated() ? v.layer_copies_ffn * f : 0)) * tok * ab;
   return bytes;
 }
 

@@ -84,7 +84,13 @@ const Profile& nanotron_profile() {
                   true,
                   NT "src/nanotron/parallel/tensor_parallel/functional.py:167-212 (tp_linear_async_communication: "
                      "all_gather_into_tensor async while the same-device shard's matmul runs), :501-538 (row linear "
-                     "backward: the output gradient's all-gather async while the same-device shard's input gradient runs)"}};
+                     "backward: the output gradient's all-gather async while the same-device shard's input gradient runs)",
+                  4, 12, 2,
+                  NT "src/nanotron/models/llama.py:460-474 (Q, K, V transposed to [b, s, heads, d] with .contiguous(): "
+                     "read + write q + 2 kv), :655-657 (K and V concatenated, then permuted .contiguous(): 2 x (read + "
+                     "write 2 kv)), :687-689 (the attention output transposed back to [s, b, h]: the out-proj copies "
+                     "its non-contiguous input, read + write q), :199-201 (GLU unfused: act(gate) reads and writes "
+                     "ffn beside the multiply's 3 ffn)"}};
   return p;
 }
 

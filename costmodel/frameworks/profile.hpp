@@ -129,6 +129,13 @@ struct TimeVariant {
   // of the rank's own input shard (1/tp of it).
   bool tp_forward_shard_overlap = false;
   Source tp_forward = "";
+  // Copies and unfused elementwise passes a layer's forward makes beyond the
+  // shared list (costmodel/time.cpp layer_memory_bound_bytes), in elements of
+  // the activation dtype read plus written per token on one tp rank, per unit
+  // of the Q width, the K|V width and (gated MLPs) the ffn width; the backward
+  // moves twice as much, as for every memory-bound op.
+  double layer_copies_q = 0, layer_copies_kv = 0, layer_copies_ffn = 0;
+  Source layer_copies = "";
 };
 
 struct Profile {
