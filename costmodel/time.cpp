@@ -495,8 +495,18 @@ PerLayer per_layer(const Spec& s, const Layout& l, const Groups& g) {
   return p;
 }
 
+// Records the terms of one micro-batch for explain --formulas (nullptr in the
+// search: nothing formatted, nothing allocated).
+struct TimeTermSink {
+  std::vector<TimeTerm>* out = nullptr;
+  template <class Formula>
+  void add(const char* name, double seconds, Formula&& formula, const char* source = "") {
+    if (out && seconds > 0) out->push_back({name, formula(), seconds, source});
+  }
+};
+
 StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, const Groups& g,
-                                 const PerLayer& pl) {
+                                 const PerLayer& pl, TimeTermSink sink = {}) {
   const Model& m = s.model;
   const Training& t = s.training;
   const Cluster& c = s.cluster;
@@ -505,37 +515,85 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
   const bool holds_output = stage == out_stage, holds_loss = stage == ce_stage;
   const double layers = double(stage_layers(m, l, stage));
   const LayerTime& f = pl.forward;
+  const TimeVariant& tv = profile(t.framework).time;
   StageMicrobatch r;
   r.forward_s = layers * f.total;
   // Layers the backward re-runs whole (full recompute: all, or with the block
   // method the first recompute_layers of each chunk).
   double recomputed = 0;
   for (int c = 0; c < l.vpp; ++c) recomputed += recomputed_layers(l, chunk_layers(int(layers), l, stage, c));
-  r.backward_s = layers * layer_backward_time(f, t.flash_attention) +
-                 (l.recompute == Recompute::kFull ? recomputed * f.total : layers * layer_recompute_time(f, l.recompute));
+  const double recompute_s =
+      l.recompute == Recompute::kFull ? recomputed * f.total : layers * layer_recompute_time(f, l.recompute);
+  r.backward_s = layers * layer_backward_time(f, t.flash_attention) + recompute_s;
+  sink.add("linear GEMMs", layers * (f.linear + f.linear_backward), [&] {
+    return fmt::format("{:g} layers x (forward {:.3f} ms + input/weight gradients {:.3f} ms): QKV, out-proj, fc1, fc2 at "
+                       "gemm_efficiency {:g} x tile utilization on {} SMs",
+                       layers, f.linear * 1e3, f.linear_backward * 1e3, c.gemm_efficiency, c.gpu.sm_count);
+  });
+  const double core_b = (t.flash_attention ? 2.5 : 2.0) * f.core;
+  sink.add("attention core", layers * (f.core + core_b), [&] {
+    return t.flash_attention
+               ? fmt::format("{:g} layers x {:.3f} ms x 3.5 (forward + backward): flash attention at {:.0f} TFLOP/s on the "
+                             "full s^2 count (s {}, head dim {})",
+                             layers, f.core * 1e3, flash_attention_rate(m, t, l, c) / 1e12, t.seq_length / l.cp, m.head_dim)
+               : fmt::format("{:g} layers x {:.3f} ms x 3: QK^T, softmax, attention.V unfused", layers, f.core * 1e3);
+  }, c.gpu.flash_attention.n > 0 && c.attention_efficiency <= 0 ? "cluster gpu.flash_attention_tflops" : "");
+  const double mem = f.total - f.core - f.linear;
+  sink.add("memory-bound ops", layers * 3 * mem, [&] {
+    return fmt::format("{:g} layers x {:.3f} ms x 3 (backward 2x): norms, residuals, dropout, rotary, activation{}",
+                       layers, mem * 1e3, tv.layer_copies_q + tv.layer_copies_kv + tv.layer_copies_ffn > 0
+                                               ? fmt::format(", framework copies ({:g} q + {:g} kv + {:g} ffn per token)",
+                                                             tv.layer_copies_q, tv.layer_copies_kv, tv.layer_copies_ffn)
+                                               : std::string());
+  }, tv.layer_copies);
+  sink.add("recompute", recompute_s, [&] {
+    return fmt::format("{} recompute: {:g} layer forwards re-run", recompute_name(l.recompute),
+                       l.recompute == Recompute::kFull ? recomputed : layers);
+  });
   if (first) {
     const double e = embedding_forward_time(m, t, l, c);
     r.forward_s += e;
     r.backward_s += 2 * e;  // gradient scatter-add into the embedding rows
+    sink.add("embedding", 3 * e, [&] { return fmt::format("lookup {:.3f} ms + gradient scatter-add 2x", e * 1e3); });
   }
   if (holds_output) {
-    r.forward_s += output_head_forward_time(m, t, l, c);
-    r.backward_s += output_head_backward_time(m, t, l, c);
+    const double fo = output_head_forward_time(m, t, l, c), bo = output_head_backward_time(m, t, l, c);
+    r.forward_s += fo;
+    r.backward_s += bo;
+    sink.add("output layer", fo + bo, [&] {
+      return fmt::format("final norm + logits GEMM over vocab/tp {}: forward {:.3f} ms + backward {:.3f} ms",
+                         (m.vocab_size + l.tp - 1) / l.tp, fo * 1e3, bo * 1e3);
+    });
   }
   if (holds_loss) {
-    r.forward_s += loss_forward_time(m, t, l, c);
-    r.backward_s += loss_backward_time(m, t, l, c);
+    const double fl = loss_forward_time(m, t, l, c), bl = loss_backward_time(m, t, l, c);
+    r.forward_s += fl;
+    r.backward_s += bl;
+    sink.add("cross-entropy", fl + bl, [&] {
+      return fmt::format("{} + {} B per logit (the fp32 cast and {} + {} fp32 passes) x s/cp x b x vocab/tp",
+                         ce_bytes_per_logit(t, tv.ce_fp32_passes_forward), ce_bytes_per_logit(t, tv.ce_fp32_passes_backward),
+                         tv.ce_fp32_passes_forward, tv.ce_fp32_passes_backward);
+    }, tv.ce);
   }
   // Gradient accumulation as its own pass after the backward (nanotron's fp32
   // accumulator), over the stage's parameters.
-  const TimeVariant& tv = profile(t.framework).time;
   const double accum = t.gradient_accumulation_fusion ? tv.grad_accum_bytes_per_param
                                                       : std::max(tv.grad_accum_bytes_per_param, tv.unfused_grad_accum_bytes_per_param);
-  if (accum > 0) r.backward_s += memory_bound_time(accum * double(stage_params(m, l, stage).total()), c);
-  // 2 forward + 2 backward collectives per layer, + 2 per recomputed layer
-  // (the re-run forward repeats them; Korthikanti et al. 2022 §5).
+  if (accum > 0) {
+    const double params = double(stage_params(m, l, stage).total()), a = memory_bound_time(accum * params, c);
+    r.backward_s += a;
+    sink.add("gradient accumulation", a, [&] { return fmt::format("{:g} B x {:.4g} params of the stage", accum, params); },
+             t.gradient_accumulation_fusion ? tv.grad_accum : tv.unfused_grad_accum);
+  }
+  // The layers' TP collectives, exposed after the framework's overlap, + the
+  // forward's again for each recomputed layer (Korthikanti et al. 2022 §5).
   r.tp_comm_s = layers * (pl.tp.forward_s + pl.tp.backward_s) + recomputed * pl.tp.forward_s +
                 tp_embedding_output_comm_time(m, t, l, c, g.tp, first, holds_output);
+  sink.add("TP collectives (exposed)", r.tp_comm_s, [&] {
+    return fmt::format("{:g} layers x (forward {:.3f} ms + backward {:.3f} ms) + {:g} recomputed forwards{}", layers,
+                       pl.tp.forward_s * 1e3, pl.tp.backward_s * 1e3, recomputed,
+                       t.tp_comm_overlap ? "; --tp-comm-overlap" : "");
+  }, tv.tp_backward);
   r.pp_comm_s = pipeline_p2p_time(m, t, l, c, g.pp, g.tp);
   if (out_stage != ce_stage && stage >= out_stage) {
     // nanotron's split with the lm_head, the fp32 cast and the loss on
@@ -548,10 +606,18 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
     if (stage == out_stage || stage == cast) r.pp_comm_s += 2 * bf16;
     if (cast != ce_stage && (stage == cast || stage == ce_stage)) r.pp_comm_s += 2 * fp32;
   }
+  sink.add("pipeline sends", r.pp_comm_s, [&] {
+    return fmt::format("2 x vpp {} sends of {:.4g} MB per micro-batch{}", l.vpp, pipeline_send_bytes(m, t, l) / 1e6,
+                       out_stage != ce_stage && stage >= out_stage ? ", + the logits between the output and loss ranks" : "");
+  });
   const CpRing ring = cp_ring_exposed_time(m, t, l, c, g.cp, f.core);
   r.cp_comm_s = layers * (ring.forward_s + ring.backward_s) + recomputed * ring.forward_s;
+  sink.add("context-parallel ring (exposed)", r.cp_comm_s,
+           [&] { return fmt::format("{:g} layers x cp-1 = {} K|V steps beside one chunk's attention", layers, l.cp - 1); });
   r.zero3_s = zero3_exposed_gather_time(s, l, g.dp, stage_param_count(s, l, stage), layers, r.forward_s,
                                         r.backward_s);
+  sink.add("ZeRO-3 gathers (exposed)", r.zero3_s,
+           [&] { return fmt::format("{:g} layer gathers, each prefetched beside the layer before", layers); });
   return r;
 }
 
@@ -560,6 +626,13 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
 StageMicrobatch stage_microbatch_time(const Spec& s, const Layout& l, int stage) {
   const Groups g = place_groups(s.cluster, l);
   return stage_microbatch(s, l, stage, g, per_layer(s, l, g));
+}
+
+std::vector<TimeTerm> stage_time_terms(const Spec& s, const Layout& l, int stage) {
+  std::vector<TimeTerm> out;
+  const Groups g = place_groups(s.cluster, l);
+  stage_microbatch(s, l, stage, g, per_layer(s, l, g), TimeTermSink{&out});
+  return out;
 }
 
 StageStepTerms stage_step_terms(const Spec& s, const Layout& l, int stage) {

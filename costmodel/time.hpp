@@ -108,6 +108,15 @@ double pipeline_send_bytes(const Model& m, const Training& t, const Layout& l);
 // One micro-batch on pipeline rank `stage` of a resolved layout.
 StageMicrobatch stage_microbatch_time(const Spec& spec, const Layout& layout, int stage);
 
+// The same micro-batch term by term, with its formula and numbers (explain
+// --formulas): its terms add up to StageMicrobatch::total().
+struct TimeTerm {
+  std::string name, formula;
+  double seconds = 0;
+  std::string source;
+};
+std::vector<TimeTerm> stage_time_terms(const Spec& spec, const Layout& layout, int stage);
+
 // Step time of a resolved layout (dp set: resolve_layout).
 StepTime estimate_time(const Spec& spec, const Layout& layout);
 

@@ -6,6 +6,7 @@
 
 #include "costmodel/frameworks/profile.hpp"
 #include "costmodel/schedule.hpp"
+#include "costmodel/time.hpp"
 
 namespace paraplan {
 
@@ -120,6 +121,20 @@ std::string formulas_text(const Spec& s, const Layout& l, int stage, bool markdo
                        t.formula, gib(t.bytes, 3)) +
            (t.source.empty() ? "" : fmt::format("  {:<13} {:<36}   source: {}\n", "", "", t.source));
   }
+  // The time of one micro-batch on the same stage, term by term.
+  const std::vector<TimeTerm> terms = stage_time_terms(s, l, stage);
+  double sum = 0;
+  for (const TimeTerm& t : terms) sum += t.seconds;
+  o += markdown ? fmt::format("\n### Stage {} time, one micro-batch ({:.3f} ms)\n\n| term | formula | ms | source |\n|---|---|---:|---|\n",
+                              stage, sum * 1e3)
+                : fmt::format("\nstage {} time, one micro-batch ({:.3f} ms):\n", stage, sum * 1e3);
+  for (const TimeTerm& t : terms) {
+    if (markdown)
+      o += fmt::format("| {} | `{}` | {:.3f} | {} |\n", t.name, t.formula, t.seconds * 1e3, t.source);
+    else
+      o += fmt::format("  {:<32} {} = {:.3f} ms\n", t.name, t.formula, t.seconds * 1e3) +
+           (t.source.empty() ? "" : fmt::format("  {:<32}   source: {}\n", "", t.source));
+  }
   return o;
 }
 
@@ -138,6 +153,10 @@ json explain_json(const Spec& s, const Layout& l, const MemoryEstimate& e, const
                        {"source", t.source},
                        {"held_for_streams", t.held_for_streams}});
     j["terms"] = {{"stage", st}, {"items", terms}};
+    json times = json::array();
+    for (const TimeTerm& t : stage_time_terms(s, l, st))
+      times.push_back({{"term", t.name}, {"formula", t.formula}, {"seconds", t.seconds}, {"source", t.source}});
+    j["time_terms"] = {{"stage", st}, {"per", "micro-batch"}, {"items", times}};
   }
   return j;
 }

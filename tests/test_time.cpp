@@ -579,3 +579,40 @@ TEST_CASE("DP reduction buckets overlap the backward that readies them; the last
   REQUIRE(R2 > B);
   CHECK(slow.dp_comm_s == Approx(R2 - B * (n - 1) / n).epsilon(1e-12));
 }
+
+TEST_CASE("explain's time terms add up to the stage's micro-batch (issue 15)", "[time]") {
+  Spec s = spec(4, 64);
+  s.cluster.gpu.sm_count = 132;
+  const char* layouts[] = {"tp=8,pp=2,zero=1,mbs=1", "tp=4,pp=2,sp=1,zero=3,recompute=full,mbs=2",
+                           "tp=2,cp=2,pp=2,sp=1,zero=1,recompute=selective,mbs=1", "tp=8,pp=4,vpp=2,sp=1,mbs=1"};
+  for (Framework f : {Framework::kMegatron, Framework::kParaplan}) {
+    s.training.framework = f;
+    for (const char* text : layouts) {
+      const Layout l = resolved(s, text);
+      for (int stage = 0; stage < l.pp; ++stage) {
+        INFO(text << " stage " << stage);
+        double sum = 0;
+        for (const TimeTerm& t : stage_time_terms(s, l, stage)) {
+          CHECK(t.seconds > 0);
+          CHECK(!t.formula.empty());
+          sum += t.seconds;
+        }
+        CHECK(sum == Approx(stage_microbatch_time(s, l, stage).total()).epsilon(1e-12));
+      }
+    }
+  }
+  // nanotron with its compute-cost split and its own passes.
+  s.training.framework = Framework::kNanotron;
+  const Layout ln = resolved(s, "tp=8,pp=4,sp=1,mbs=1");
+  REQUIRE(ln.balance == StageBalance::kCost);
+  for (int stage = 0; stage < ln.pp; ++stage) {
+    double sum = 0;
+    bool accumulation = false;
+    for (const TimeTerm& t : stage_time_terms(s, ln, stage)) {
+      sum += t.seconds;
+      accumulation |= t.name == "gradient accumulation";
+    }
+    CHECK(accumulation);
+    CHECK(sum == Approx(stage_microbatch_time(s, ln, stage).total()).epsilon(1e-12));
+  }
+}
