@@ -271,9 +271,10 @@ TpLayerComm tp_layer_comm(const Model& m, const Training& t, const Layout& l, co
   const double bytes = tokens(t, l) * m.hidden_size * act_bytes(t);
   // `n` collectives of time `one`, each beside a GEMM of time `beside / n`:
   // what outlasts the GEMM is exposed, and while both run the collective's
-  // kernels hold SMs the GEMM loses (one CTA per NCCL channel; 16 channels,
-  // the JUDGEMENT behind the cluster's nccl_comm_mib), slowing it by
-  // channels / (SMs - channels) for the overlapped time.
+  // kernels hold SMs the GEMM loses (one CTA per NCCL channel; 16 channels:
+  // NCCL's NVLS default on sm90, NVIDIA/nccl@5067397c src/transport/nvls.cc:155,
+  // a JUDGEMENT for other GPUs), slowing it by channels / (SMs - channels) for
+  // the overlapped time.
   const double contention = c.gpu.sm_count > kNcclChannels ? double(kNcclChannels) / (c.gpu.sm_count - kNcclChannels) : 0;
   auto exposed = [contention](int n, double one, double beside) {
     const double g = beside / n;
