@@ -90,9 +90,20 @@ std::string why_recommended(const Plan& plan) {
   for (const Term& t : terms)
     if (t.b - t.a > best->b - best->a) best = &t;
   const double gain = b.time.step_s > 0 ? 100.0 * (b.time.step_s - a.time.step_s) / b.time.step_s : 0;
-  if (gain < 1e-9)
-    return fmt::format("it ties with the runner-up {} on step time and needs less memory ({} vs {} GiB)",
-                       to_string(b.layout), gib(a.peak_bytes), gib(b.peak_bytes));
+  if (gain < 0.05) {
+    // Within 0.05 % the two are a tie on time: say so, and what separates them.
+    const std::string memory =
+        a.peak_bytes < b.peak_bytes   ? fmt::format("needs less memory ({} vs {} GiB)", gib(a.peak_bytes), gib(b.peak_bytes))
+        : a.peak_bytes > b.peak_bytes ? fmt::format("needs more memory ({} vs {} GiB) and is listed first only by its "
+                                                    "step time", gib(a.peak_bytes), gib(b.peak_bytes))
+                                      : std::string("needs the same memory");
+    if (best->b - best->a <= 0)
+      return fmt::format("it ties with the runner-up {} on step time ({:.3f} s vs {:.3f} s, within 0.05%) and {}",
+                         to_string(b.layout), a.time.step_s, b.time.step_s, memory);
+    return fmt::format("it ties with the runner-up {} on step time ({:.3f} s vs {:.3f} s, within 0.05%): less {} "
+                       "({:.3f} s vs {:.3f} s) balances out elsewhere; it {}",
+                       to_string(b.layout), a.time.step_s, b.time.step_s, best->name, best->a, best->b, memory);
+  }
   return fmt::format(
       "it is {:.1f}% faster per step than the runner-up {}, mostly through less {} ({:.3f} s vs "
       "{:.3f} s), at {} GiB peak memory vs {} GiB",

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.hpp"
+#include "planner/plan_report.hpp"
 
 #include <sys/stat.h>
 
@@ -157,4 +158,29 @@ TEST_CASE("explain and check report the time breakdown", "[plan][cli]") {
   const Result e = run_paraplan({"explain", "@SRC@/configs/examples/llama2-7b-dgx-h100.yaml"}, dir.path());
   REQUIRE(e.code == 0);
   CHECK(e.out.find("time: step") != std::string::npos);
+}
+
+TEST_CASE("plan's why line says when the recommendation ties with the runner-up (issue 17's wording)", "[plan]") {
+  // Two hand-made candidates: a 0.01 % difference in step time is a tie.
+  paraplan::Plan p;
+  paraplan::Candidate a, b;
+  a.layout = paraplan::parse_layout("dp=8,tp=1,pp=1,mbs=1");
+  b.layout = paraplan::parse_layout("dp=4,tp=2,pp=1,mbs=1");
+  a.fits = b.fits = true;
+  a.time.step_s = 1.0000, b.time.step_s = 1.0001;
+  a.time.compute_s = 0.9, b.time.compute_s = 0.95;  // less compute on a, more elsewhere
+  a.time.tp_comm_s = 0.1, b.time.tp_comm_s = 0.0501;
+  a.peak_bytes = std::int64_t(40) << 30, b.peak_bytes = std::int64_t(30) << 30;
+  p.candidates = {a, b};
+  p.feasible = 2;
+  const std::string why = paraplan::why_recommended(p);
+  INFO(why);
+  CHECK(why.find("ties with the runner-up dp=4,tp=2") != std::string::npos);
+  CHECK(why.find("within 0.05%") != std::string::npos);
+  CHECK(why.find("less compute (0.900 s vs 0.950 s)") != std::string::npos);
+  CHECK(why.find("needs more memory (40.00 vs 30.00 GiB)") != std::string::npos);
+  CHECK(why.find("0.0% faster") == std::string::npos);
+  // A real difference keeps the percentage.
+  p.candidates[1].time.step_s = 1.1;
+  CHECK(paraplan::why_recommended(p).find("9.1% faster per step than the runner-up") != std::string::npos);
 }
