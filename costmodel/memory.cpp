@@ -129,6 +129,7 @@ double stage_bytes_bound(const Spec& s, const Layout& l) {
 struct LayerMemory {
   std::int64_t per_layer = 0, whole = 0, slack = 0, whole_slack = 0;
   TransientPeak transient, transient_none;
+  int output_stage = 0, loss_stage = 0;  // output_stage(), loss_stage() of the layout
 };
 
 LayerMemory layer_memory(const Spec& s, const Layout& l) {
@@ -144,6 +145,8 @@ LayerMemory layer_memory(const Spec& s, const Layout& l) {
   r.whole_slack = fragmentation && full ? layer_rounding_slack(m, t.flash_attention, Recompute::kNone, a, prof.act) : r.slack;
   r.transient = layer_transient_peak(m, t.flash_attention, l.recompute, a, prof.act);
   r.transient_none = full ? layer_transient_peak(m, t.flash_attention, Recompute::kNone, a, prof.act) : r.transient;
+  r.output_stage = output_stage(m, l);
+  r.loss_stage = loss_stage(m, l);
   return r;
 }
 
@@ -171,7 +174,8 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
   // The output layer's and the loss's rank: the last, or where nanotron's
   // compute-cost split puts them (CostSplit); `last` is the pipeline's end.
   const bool first = stage == 0, last = stage == l.pp - 1;
-  const bool holds_output = stage == output_stage(m, l), holds_loss = stage == loss_stage(m, l);
+  const LayerMemory lm = layer_memory_given ? *layer_memory_given : layer_memory(s, l);
+  const bool holds_output = stage == lm.output_stage, holds_loss = stage == lm.loss_stage;
 
   // Model state: the framework's buffers, whole or sharded over dp
   // (Rajbhandari et al. 2020 §5 for ZeRO; costmodel/frameworks/ per stack).
@@ -231,7 +235,6 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
   const ActShape a{t.seq_length / l.cp, l.mbs, l.tp, l.sp, dtype_bytes(t.precision), t.fp8};
   const int micro = num_microbatches(s, l);
   const int in_flight = in_flight_chunks(l, micro, stage);
-  const LayerMemory lm = layer_memory_given ? *layer_memory_given : layer_memory(s, l);
   const std::int64_t per_layer = lm.per_layer;
   // Layer forwards whose activations are held: in-flight chunk forwards times
   // their chunk's layers (chunks differ only on an uneven first or last rank).

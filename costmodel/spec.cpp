@@ -188,8 +188,8 @@ std::optional<LayoutProblem> resolve_layout(const Spec& s, Layout* l, bool check
                                to_string(s.cluster.gpus_per_node) + ")"};
     l->dp = int(gpus / tp_cp_pp);
   }
-  // nanotron always splits its pipeline by compute cost (base.py:214-240).
-  if (s.training.framework == Framework::kNanotron && l->pp > 1 && !l->uneven() && l->vpp == 1)
+  // A framework that splits its pipeline by compute cost always does (nanotron, base.py:214-240).
+  if (profile(s.training.framework).cost_balanced_pipeline && l->pp > 1 && !l->uneven() && l->vpp == 1)
     l->balance = StageBalance::kCost;
   const auto r = layout_invalid(s, *l, check_tp_span);
   if (!r) return std::nullopt;

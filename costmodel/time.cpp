@@ -34,10 +34,17 @@ double gemm_tile_utilization(const Gemm& g, int sms) {
   return std::min(1.0, g.batch * g.m * g.n / best);
 }
 
-double gemm_time(const Gemm& g, const Cluster& c, int elem_bytes) {
-  const double compute =
-      g.flops() / (c.gpu.peak_tflops_bf16 * 1e12 * c.gemm_efficiency * gemm_tile_utilization(g, c.gpu.sm_count));
+namespace {
+// The roofline every GEMM runs on: its FLOPs at `peak_tflops` x `efficiency`
+// x its tile utilization, or its operands' bytes at the HBM rate, the slower.
+double gemm_roofline(const Gemm& g, const Cluster& c, double peak_tflops, double efficiency, int elem_bytes) {
+  const double compute = g.flops() / (peak_tflops * 1e12 * efficiency * gemm_tile_utilization(g, c.gpu.sm_count));
   return std::max(compute, memory_bound_time(g.bytes(elem_bytes), c));
+}
+}  // namespace
+
+double gemm_time(const Gemm& g, const Cluster& c, int elem_bytes) {
+  return gemm_roofline(g, c, c.gpu.peak_tflops_bf16, c.gemm_efficiency, elem_bytes);
 }
 
 Gemm gemm_input_gradient(const Gemm& g) { return {g.name, g.batch, g.m, g.k, g.n, g.core_attention}; }
@@ -48,15 +55,11 @@ double memory_bound_time(double bytes, const Cluster& c) {
 }
 
 double fp8_gemm_time(const Gemm& g, const Cluster& c) {
-  const double compute =
-      g.flops() / (c.gpu.peak_tflops_fp8 * 1e12 * c.gemm_efficiency * gemm_tile_utilization(g, c.gpu.sm_count));
-  return std::max(compute, memory_bound_time(g.bytes(1), c));
+  return gemm_roofline(g, c, c.gpu.peak_tflops_fp8, c.gemm_efficiency, 1);
 }
 
 double attention_gemm_time(const Gemm& g, const Cluster& c, int elem_bytes) {
-  const double compute =
-      g.flops() / (c.gpu.peak_tflops_bf16 * 1e12 * c.attention_eff() * gemm_tile_utilization(g, c.gpu.sm_count));
-  return std::max(compute, memory_bound_time(g.bytes(elem_bytes), c));
+  return gemm_roofline(g, c, c.gpu.peak_tflops_bf16, c.attention_eff(), elem_bytes);
 }
 
 namespace {
@@ -439,8 +442,12 @@ bool reduces_every_microbatch(const Layout& l) { return l.zero >= 2 && l.dp_cp()
 
 // DP communication a stage leaves exposed at the end of the step (ZeRO 0–2):
 // the gradient reduction's buckets run as the last micro-batch's backward
-// readies them (Megatron --overlap-grad-reduce, torch DDP's bucket hooks as
-// nanotron uses them, DeepSpeed overlap_comm), the last bucket after it
+// readies them (Megatron --overlap-grad-reduce: NVIDIA/Megatron-LM@d98e8a64
+// megatron/core/distributed/param_and_grad_buffer.py:863-885, a bucket group's
+// sync starts once all its grads are ready in the last micro-batch; torch DDP's
+// bucket hooks as nanotron uses them, huggingface/nanotron@67c5ebb6
+// src/nanotron/optim/gradient_accumulator.py:333-392; DeepSpeed overlap_comm,
+// deepspeedai/DeepSpeed@edaa7221 deepspeed/runtime/zero/config.py:138), the last bucket after it
 // (bucketed_exposed); the ZeRO-1/2 parameter all-gather's buckets beside the
 // next step's first forward (--overlap-param-gather), the first before it.
 // Without overlap all of it. ZeRO-3's gathers and ZeRO-2/3's reductions are
@@ -466,7 +473,8 @@ double dp_exposed_per_microbatch_time(const Spec& s, const Layout& l, const Grou
 
 // ZeRO-3 per micro-batch: each layer's parameters are gathered before it runs,
 // in the forward and again in the backward, the next layer's prefetched while
-// this one computes (DeepSpeed's stage-3 prefetch, FSDP's forward/backward
+// this one computes (DeepSpeed's stage-3 prefetch, deepspeedai/DeepSpeed@edaa7221
+// deepspeed/runtime/zero/partitioned_param_coordinator.py:310, 452; FSDP's forward/backward
 // prefetch of one module): the first layer's gather waits in full, every later
 // one where it outlasts the layer before it. `layers` passes of forward_s /
 // layers (backward_s / layers) each.
@@ -487,12 +495,20 @@ double stage_param_count(const Spec& s, const Layout& l, int stage) {
 struct PerLayer {
   LayerTime forward;
   TpLayerComm tp;  // a layer's exposed TP collectives
+  // The ranks of the output layer, the fp32 cast and the loss (the last,
+  // unless a compute-cost split puts them earlier; CostSplit).
+  int output_stage = 0, cast_stage = 0, loss_stage = 0;
 };
 
 PerLayer per_layer(const Spec& s, const Layout& l, const Groups& g) {
   PerLayer p;
   p.forward = layer_forward_time(s.model, s.training, l, s.cluster);
   p.tp = tp_layer_comm(s.model, s.training, l, s.cluster, g.tp, p.forward);
+  p.output_stage = p.cast_stage = p.loss_stage = l.pp - 1;
+  if (l.balance == StageBalance::kCost && l.pp > 1) {
+    const CostSplit cs = cost_split(s.model, l.pp);
+    p.output_stage = cs.head_stage, p.cast_stage = cs.cast_stage, p.loss_stage = cs.loss_stage;
+  }
   return p;
 }
 
@@ -512,12 +528,13 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
   const Training& t = s.training;
   const Cluster& c = s.cluster;
   const bool first = stage == 0;
-  const int out_stage = output_stage(m, l), ce_stage = loss_stage(m, l);
+  const int out_stage = pl.output_stage, ce_stage = pl.loss_stage;
   const bool holds_output = stage == out_stage, holds_loss = stage == ce_stage;
   const double layers = double(stage_layers(m, l, stage));
   const LayerTime& f = pl.forward;
   const TimeVariant& tv = profile(t.framework).time;
   StageMicrobatch r;
+  r.params = stage_param_count(s, l, stage);
   r.forward_s = layers * f.total;
   // Layers the backward re-runs whole (full recompute: all, or with the block
   // method the first recompute_layers of each chunk).
@@ -551,26 +568,26 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
     return fmt::format("{} recompute: {:g} layer forwards re-run", recompute_name(l.recompute),
                        l.recompute == Recompute::kFull ? recomputed : layers);
   });
+  // A block outside the layers: its forward and backward join the stage's.
+  auto block = [&](const char* name, double fwd, double bwd, auto&& formula, const char* source = "") {
+    r.forward_s += fwd;
+    r.backward_s += bwd;
+    sink.add(name, fwd + bwd, formula, source);
+  };
   if (first) {
     const double e = embedding_forward_time(m, t, l, c);
-    r.forward_s += e;
-    r.backward_s += 2 * e;  // gradient scatter-add into the embedding rows
-    sink.add("embedding", 3 * e, [&] { return fmt::format("lookup {:.3f} ms + gradient scatter-add 2x", e * 1e3); });
+    // The backward scatter-adds the gradient into the embedding rows: 2x the lookup.
+    block("embedding", e, 2 * e, [&] { return fmt::format("lookup {:.3f} ms + gradient scatter-add 2x", e * 1e3); });
   }
   if (holds_output) {
     const double fo = output_head_forward_time(m, t, l, c), bo = output_head_backward_time(m, t, l, c);
-    r.forward_s += fo;
-    r.backward_s += bo;
-    sink.add("output layer", fo + bo, [&] {
+    block("output layer", fo, bo, [&] {
       return fmt::format("final norm + logits GEMM over vocab/tp {}: forward {:.3f} ms + backward {:.3f} ms",
                          (m.vocab_size + l.tp - 1) / l.tp, fo * 1e3, bo * 1e3);
     });
   }
   if (holds_loss) {
-    const double fl = loss_forward_time(m, t, l, c), bl = loss_backward_time(m, t, l, c);
-    r.forward_s += fl;
-    r.backward_s += bl;
-    sink.add("cross-entropy", fl + bl, [&] {
+    block("cross-entropy", loss_forward_time(m, t, l, c), loss_backward_time(m, t, l, c), [&] {
       return fmt::format("{} + {} B per logit (the fp32 cast and {} + {} fp32 passes) x s/cp x b x vocab/tp",
                          ce_bytes_per_logit(t, tv.ce_fp32_passes_forward), ce_bytes_per_logit(t, tv.ce_fp32_passes_backward),
                          tv.ce_fp32_passes_forward, tv.ce_fp32_passes_backward);
@@ -581,9 +598,9 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
   const double accum = t.gradient_accumulation_fusion ? tv.grad_accum_bytes_per_param
                                                       : std::max(tv.grad_accum_bytes_per_param, tv.unfused_grad_accum_bytes_per_param);
   if (accum > 0) {
-    const double params = double(stage_params(m, l, stage).total()), a = memory_bound_time(accum * params, c);
+    const double a = memory_bound_time(accum * r.params, c);
     r.backward_s += a;
-    sink.add("gradient accumulation", a, [&] { return fmt::format("{:g} B x {:.4g} params of the stage", accum, params); },
+    sink.add("gradient accumulation", a, [&] { return fmt::format("{:g} B x {:.4g} params of the stage", accum, r.params); },
              t.gradient_accumulation_fusion ? tv.grad_accum : tv.unfused_grad_accum);
   }
   // The layers' TP collectives, exposed after the framework's overlap, + the
@@ -602,7 +619,7 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
     // rank, fp32 on to the loss's) and their gradients come back; each rank
     // pays for the transfers it sends or receives.
     const double logits = tokens(t, l) * double((m.vocab_size + l.tp - 1) / l.tp);
-    const int cast = cost_split(m, l.pp).cast_stage;
+    const int cast = pl.cast_stage;
     const double bf16 = group_p2p_time(c, g.pp, logits * act_bytes(t)), fp32 = group_p2p_time(c, g.pp, logits * 4);
     if (stage == out_stage || stage == cast) r.pp_comm_s += 2 * bf16;
     if (cast != ce_stage && (stage == cast || stage == ce_stage)) r.pp_comm_s += 2 * fp32;
@@ -615,7 +632,7 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
   r.cp_comm_s = layers * (ring.forward_s + ring.backward_s) + recomputed * ring.forward_s;
   sink.add("context-parallel ring (exposed)", r.cp_comm_s,
            [&] { return fmt::format("{:g} layers x cp-1 = {} K|V steps beside one chunk's attention", layers, l.cp - 1); });
-  r.zero3_s = zero3_exposed_gather_time(s, l, g.dp, stage_param_count(s, l, stage), layers, r.forward_s,
+  r.zero3_s = zero3_exposed_gather_time(s, l, g.dp, r.params, layers, r.forward_s,
                                         r.backward_s);
   sink.add("ZeRO-3 gathers (exposed)", r.zero3_s,
            [&] { return fmt::format("{:g} layer gathers, each prefetched beside the layer before", layers); });
@@ -639,7 +656,7 @@ std::vector<TimeTerm> stage_time_terms(const Spec& s, const Layout& l, int stage
 StageStepTerms stage_step_terms(const Spec& s, const Layout& l, int stage) {
   const Groups g = place_groups(s.cluster, l);
   const StageMicrobatch mb = stage_microbatch(s, l, stage, g, per_layer(s, l, g));
-  const double m = num_microbatches(s, l), params = stage_param_count(s, l, stage);
+  const double m = num_microbatches(s, l), params = mb.params;
   StageStepTerms r;
   r.forward_s = m * mb.forward_s;
   r.backward_s = m * mb.backward_s;
@@ -674,7 +691,7 @@ StepTime estimate_time(const Spec& s, const Layout& l) {
     all += weight * mb.total();
     if (mb.total() > crit_total) crit = mb, crit_total = mb.total(), r.critical_stage = stage;
     // End of step: DP reduction left exposed + optimizer, on the slowest stage.
-    const double params = stage_param_count(s, l, stage);
+    const double params = mb.params;
     const double dp = dp_exposed_tail_time(s, l, g.dp, params, mb), opt = optimizer_step_time(s, l, params);
     if (dp + opt > tail) tail = dp + opt, tail_params = params, tail_dp = dp, tail_opt = opt;
   };
@@ -686,7 +703,7 @@ StepTime estimate_time(const Spec& s, const Layout& l) {
     if (last > 0) visit(last, 1);
   }
   r.microbatch_s = crit_total;
-  const double crit_params = stage_param_count(s, l, r.critical_stage);
+  const double crit_params = crit.params;
 
   // A pipeline of stages of unequal time t_i (uneven layer counts, the
   // embedding and the output layer): m micro-batches pass the slowest stage

@@ -76,6 +76,7 @@ struct StageMicrobatch {
   double pp_comm_s = 0;   // point-to-point sends and receives
   double cp_comm_s = 0;   // context-parallel K|V ring, exposed part
   double zero3_s = 0;     // ZeRO-3 parameter gathers not hidden behind compute
+  double params = 0;      // parameters one rank of the stage holds (before ZeRO sharding)
   double total() const { return forward_s + backward_s + tp_comm_s + pp_comm_s + cp_comm_s + zero3_s; }
 };
 

@@ -191,8 +191,8 @@ Plan make_plan(const Spec& s) {
       // every middle stage ceil(L/pp) and the first and last stages the rest,
       // split as evenly as possible, first the shorter (Llama 3 405B: 126
       // layers on 16 stages as 7 + 14 × 8 + 7, Dubey et al. 2024 §3.3.2).
-      // nanotron splits by compute cost, whatever pp (no interleaving).
-      const bool cost = s.training.framework == Framework::kNanotron && pp > 1;
+      // A cost-balanced framework (nanotron) splits by compute cost, whatever pp (no interleaving).
+      const bool cost = profile(s.training.framework).cost_balanced_pipeline && pp > 1;
       const UnevenSplit split = cost ? UnevenSplit{0, 0, 0} : search_split(layers, pp);
       std::vector<int> vpps{1};
       if (pp > 1 && split.vpp_of > 0) vpps = divisors(split.vpp_of);

@@ -61,6 +61,28 @@ std::vector<std::vector<std::string>> read_csv(const std::string& rel) {
   return rows;
 }
 
+// One Playbook run as paraplan sees it: nanotron on DGX-H100-like nodes, seq
+// 4096, flash attention, tp in REDUCE_SCATTER mode (sp when tp > 1), global
+// batch dp x mbs x grad_accum; the layout unresolved in *l.
+Spec playbook_spec(const std::string& model, int nodes, int dp, int tp, int pp, int zero, int mbs, int grad_accum,
+                   Layout* l) {
+  static const Model m1 = test::model("nanotron-bench-1b"), m3 = test::model("nanotron-bench-3b");
+  static const Cluster h100 = test::cluster("dgx-h100");
+  Spec s;
+  s.model = model == "1B" ? m1 : m3;
+  s.cluster = h100;
+  s.num_nodes = nodes;
+  s.search.allow_tp_across_nodes = true;
+  s.training.framework = Framework::kNanotron;
+  s.training.seq_length = 4096;
+  s.training.global_batch_size = dp * mbs * grad_accum;
+  s.training.flash_attention = true;
+  *l = Layout{};
+  l->dp = dp, l->tp = tp, l->pp = pp, l->zero = zero, l->mbs = mbs;
+  l->sp = tp > 1;  // tp_mode REDUCE_SCATTER
+  return s;
+}
+
 std::vector<Row> read_rows() {
   std::vector<Row> rows;
   for (const auto& f : read_csv("tests/data/measurements/ultrascale-playbook-pp1.csv"))
@@ -75,19 +97,8 @@ struct Prediction {
 };
 
 Prediction predict(const Row& r) {
-  static const Model m1 = test::model("nanotron-bench-1b"), m3 = test::model("nanotron-bench-3b");
-  Spec s;
-  s.model = r.model == "1B" ? m1 : m3;
-  s.cluster = test::cluster("dgx-h100");
-  s.num_nodes = r.nodes;
-  s.search.allow_tp_across_nodes = true;
-  s.training.framework = Framework::kNanotron;
-  s.training.seq_length = 4096;
-  s.training.global_batch_size = r.dp * r.mbs * r.grad_accum;
-  s.training.flash_attention = true;
   Layout l;
-  l.dp = r.dp, l.tp = r.tp, l.pp = r.pp, l.zero = r.zero, l.mbs = r.mbs;
-  l.sp = r.tp > 1;  // tp_mode REDUCE_SCATTER
+  Spec s = playbook_spec(r.model, r.nodes, r.dp, r.tp, r.pp, r.zero, r.mbs, r.grad_accum, &l);
   const auto problem = resolve_layout(s, &l);
   INFO(r.id << ": " << (problem ? problem->message : ""));
   REQUIRE(!problem);
@@ -167,6 +178,31 @@ TEST_CASE("nanotron on H100 (Ultra-Scale Playbook, pp = 1): rank-0 memory from p
 
 // ---- Megatron-LM: its own memory regression tests ---------------------------
 //
+namespace {
+
+// The spec of Megatron-LM's gpt3_7b_*_memory_speed CI cases on one node of 8
+// GPUs (seq 8192, global batch 8, TE fused attention), with the vocabulary
+// padded as Megatron pads it, and `layout` resolved into *l.
+Spec megatron_golden_spec(const char* cluster, const char* layout, Layout* l) {
+  static const Model base = load_model_file(test::repo("tests/data/measurements/megatron-gpt3-7b-memory-speed.yaml"));
+  Spec s;
+  s.model = base;
+  s.cluster = test::cluster(cluster);
+  s.num_nodes = 1;
+  s.training.framework = Framework::kMegatron;
+  s.training.seq_length = 8192;
+  s.training.global_batch_size = 8;
+  s.training.flash_attention = true;  // TE fused attention
+  *l = parse_layout(layout);
+  // Megatron pads the vocabulary to a multiple of 128 x tp.
+  const int pad = 128 * l->tp;
+  s.model.vocab_size = (base.vocab_size + pad - 1) / pad * pad;
+  REQUIRE(!resolve_layout(s, l));
+  return s;
+}
+
+}  // namespace
+
 // Megatron-LM's CI logs torch.cuda.memory_stats() to TensorBoard from the last
 // rank (megatron/training/global_vars.py:241) and keeps the values as golden
 // files. Two dense GPT cases run on one node of 8 GPUs
@@ -195,21 +231,9 @@ TEST_CASE("Megatron-LM's memory regression tests: max_memory_allocated of the la
       {"gpt3_7b_tp1_pp4_memory_speed, A100", "dgx-a100-80gb", "tp=1,pp=4,vpp=8,zero=1,mbs=1", 60'489'064'448.0,
        24'511'029'248.0, "gpt3_7b_tp1_pp4_memory_speed/golden_values_dev_dgx_a100.json"},
   };
-  const Model base = load_model_file(test::repo("tests/data/measurements/megatron-gpt3-7b-memory-speed.yaml"));
   for (const Golden& g : rows) {
-    Spec s;
-    s.model = base;
-    s.cluster = test::cluster(g.cluster);
-    s.num_nodes = 1;
-    s.training.framework = Framework::kMegatron;
-    s.training.seq_length = 8192;
-    s.training.global_batch_size = 8;
-    s.training.flash_attention = true;  // TE fused attention
-    Layout l = parse_layout(g.layout);
-    // Megatron pads the vocabulary to a multiple of 128 x tp.
-    const int pad = 128 * l.tp;
-    s.model.vocab_size = (base.vocab_size + pad - 1) / pad * pad;
-    REQUIRE(!resolve_layout(s, &l));
+    Layout l;
+    const Spec s = megatron_golden_spec(g.cluster, g.layout, &l);
     REQUIRE(l.dp == 2);
     const MemoryEstimate e = estimate_memory(s, l);
     const MemoryBreakdown& last = e.stages[l.pp - 1];  // the last rank logs
@@ -250,20 +274,8 @@ std::vector<TimedRow> read_timed_rows() {
 // Predicted tokens/s per GPU of a run, or a negative number when paraplan
 // cannot express its layout.
 double predicted_tokens_per_s_per_gpu(const TimedRow& r) {
-  static const Model m1 = test::model("nanotron-bench-1b"), m3 = test::model("nanotron-bench-3b");
-  static const Cluster h100 = test::cluster("dgx-h100");
-  Spec s;
-  s.model = r.model == "1B" ? m1 : m3;
-  s.cluster = h100;
-  s.num_nodes = r.nodes;
-  s.search.allow_tp_across_nodes = true;
-  s.training.framework = Framework::kNanotron;
-  s.training.seq_length = 4096;
-  s.training.global_batch_size = r.dp * r.mbs * r.grad_accum;
-  s.training.flash_attention = true;
   Layout l;
-  l.dp = r.dp, l.tp = r.tp, l.pp = r.pp, l.zero = r.zero, l.mbs = r.mbs;
-  l.sp = r.tp > 1;
+  const Spec s = playbook_spec(r.model, r.nodes, r.dp, r.tp, r.pp, r.zero, r.mbs, r.grad_accum, &l);
   if (resolve_layout(s, &l)) return -1;
   return estimate_time(s, l).tokens_per_s / l.gpus();
 }
@@ -334,24 +346,13 @@ TEST_CASE("Megatron-LM's own CI step times on H100 and A100 (gpt3_7b_*_memory_sp
       {"gpt3_7b_tp1_pp4_memory_speed, H100", "dgx-h100", "tp=1,pp=4,vpp=8,zero=1,mbs=1", 1.1502},
       {"gpt3_7b_tp1_pp4_memory_speed, A100", "dgx-a100-80gb", "tp=1,pp=4,vpp=8,zero=1,mbs=1", 2.9424},
   };
-  const Model base = load_model_file(test::repo("tests/data/measurements/megatron-gpt3-7b-memory-speed.yaml"));
   double sum_abs = 0;
   for (const Golden& g : rows) {
-    Spec s;
-    s.model = base;
-    s.cluster = test::cluster(g.cluster);
-    s.num_nodes = 1;
-    s.training.framework = Framework::kMegatron;
-    s.training.seq_length = 8192;
-    s.training.global_batch_size = 8;
-    s.training.flash_attention = true;
+    Layout l;
+    Spec s = megatron_golden_spec(g.cluster, g.layout, &l);
     s.training.overlap_dp_comm = true;                 // --overlap-grad-reduce
     s.training.gradient_accumulation_fusion = false;  // --no-gradient-accumulation-fusion
     s.training.grad_dtype = DType::kFp32;              // Megatron's default fp32 reduction
-    Layout l = parse_layout(g.layout);
-    const int pad = 128 * l.tp;
-    s.model.vocab_size = (base.vocab_size + pad - 1) / pad * pad;
-    REQUIRE(!resolve_layout(s, &l));
     const double predicted = estimate_time(s, l).step_s, e = predicted / g.measured_s - 1;
     sum_abs += std::abs(e);
     WARN(g.name << ": predicted " << predicted << " s, measured " << g.measured_s << " s (" << 100 * e << "%)");
@@ -367,24 +368,14 @@ TEST_CASE("nanotron on H100 (Ultra-Scale Playbook, pp > 1): rank-0 memory with n
   // The pp > 1 rows of the full copy, each rank holding what nanotron's
   // compute-cost split gives it (balance=cost). A split that leaves a rank
   // without a block is refused: of the 160 such rows 158 crashed.
-  static const Model m1 = test::model("nanotron-bench-1b"), m3 = test::model("nanotron-bench-3b");
   std::vector<double> err, abs_err;
   int ran = 0, ran_not_fit = 0, crashed = 0, crashed_not_fit = 0, refused = 0, refused_ran = 0;
   for (const auto& f : read_csv("tests/data/measurements/ultrascale-playbook-1B-3B.csv")) {
     const int pp = std::stoi(f[6]);
     if (pp == 1) continue;
-    Spec s;
-    s.model = f[1] == "1B" ? m1 : m3;
-    s.cluster = test::cluster("dgx-h100");
-    s.num_nodes = std::stoi(f[2]);
-    s.search.allow_tp_across_nodes = true;
-    s.training.framework = Framework::kNanotron;
-    s.training.seq_length = 4096;
-    s.training.flash_attention = true;
     Layout l;
-    l.dp = std::stoi(f[4]), l.tp = std::stoi(f[5]), l.pp = pp, l.zero = std::stoi(f[7]), l.mbs = std::stoi(f[8]);
-    l.sp = l.tp > 1;
-    s.training.global_batch_size = l.dp * l.mbs * std::stoi(f[9]);
+    const Spec s = playbook_spec(f[1], std::stoi(f[2]), std::stoi(f[4]), std::stoi(f[5]), pp, std::stoi(f[7]),
+                                 std::stoi(f[8]), std::stoi(f[9]), &l);
     if (resolve_layout(s, &l)) {
       ++refused;
       refused_ran += f[11] == "ran";

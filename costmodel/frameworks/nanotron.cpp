@@ -90,7 +90,9 @@ const Profile& nanotron_profile() {
                      "read + write q + 2 kv), :655-657 (K and V concatenated, then permuted .contiguous(): 2 x (read + "
                      "write 2 kv)), :687-689 (the attention output transposed back to [s, b, h]: the out-proj copies "
                      "its non-contiguous input, read + write q), :199-201 (GLU unfused: act(gate) reads and writes "
-                     "ffn beside the multiply's 3 ffn)"}};
+                     "ffn beside the multiply's 3 ffn)"},
+      true,
+      NT "src/nanotron/models/base.py:214-240 (blocks assigned by cumulative compute cost), models/llama.py:913-925 (the costs)"};
   return p;
 }
 

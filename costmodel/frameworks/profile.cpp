@@ -39,7 +39,7 @@ const char* framework_unsupported(const Profile& p, const Layout& l) {
   if (!p.recompute_supported[int(l.recompute)]) return p.recompute_note;
   if (l.partial_recompute_set() && p.partial_recompute_note) return p.partial_recompute_note;
   if (l.cp > 1 && p.cp_note) return p.cp_note;
-  if (l.balance == StageBalance::kCost && l.pp > 1 && p.id != Framework::kNanotron)
+  if (l.balance == StageBalance::kCost && l.pp > 1 && !p.cost_balanced_pipeline)
     return "balance=cost is nanotron's compute-cost pipeline split; this framework splits by layers "
            "(first_stage_layers / last_stage_layers for uneven stages)";
   return nullptr;

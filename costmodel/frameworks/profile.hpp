@@ -188,6 +188,10 @@ struct Profile {
   double (*grad_reduce_bytes)(const Training&) = nullptr;
   Source grad_reduce = "";
   TimeVariant time{};
+  // The framework splits its pipeline by compute cost (layout balance=cost,
+  // CostSplit) rather than by layer counts; every pp > 1 layout of it does.
+  bool cost_balanced_pipeline = false;
+  Source cost_balance = "";
 };
 
 // What a framework's gradient reduction moves per parameter, in bytes.
