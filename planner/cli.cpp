@@ -17,9 +17,11 @@
 #include "planner/plan_report.hpp"
 #include "planner/report.hpp"
 #include "planner/search.hpp"
+#include "planner/spec_inputs.hpp"
 #include "planner/spec_error.hpp"
 #include "planner/spec_loader.hpp"
 #include "planner/calibrate_cli.hpp"
+#include "planner/catalog.hpp"
 #include "planner/launch.hpp"
 #include "planner/validate_cli.hpp"
 
@@ -29,9 +31,8 @@ namespace {
 
 // Options every single-layout command shares.
 struct LayoutOptions {
-  std::string spec;
+  SpecInputs in;
   std::string format = "table";
-  std::optional<int> nodes, seq, gbs;
   LayoutRequest req;
   std::string layout, megatron, deepspeed, framework;
   CLI::Option *layout_opt = nullptr, *megatron_opt = nullptr, *deepspeed_opt = nullptr, *framework_opt = nullptr;
@@ -47,29 +48,34 @@ void apply_framework(Spec* s, const std::string& name) {
     throw SpecError("--framework", 0, "", std::string("expected ") + kFrameworkChoices + ", got '" + name + "'");
 }
 
+// SPEC, or --model/--gpus/--gpu, and the flags that override a spec (explain, check, plan).
+void add_spec_options(CLI::App* cmd, SpecInputs* in) {
+  cmd->add_option("SPEC", in->spec, "plan spec (YAML); or give --model, --gpus and --gpu instead");
+  cmd->add_option("--model", in->model,
+                  "a built-in model (paraplan models), a model YAML or a HuggingFace config.json");
+  cmd->add_option("--gpus", in->gpus, "GPUs in the job (a multiple of the GPUs per node, or fewer than a node)")
+      ->check(CLI::Range(1, kMaxGpus));
+  cmd->add_option("--gpu", in->gpu, "a built-in GPU/cluster (paraplan gpus: h100, a100, h200, ...) or a cluster YAML");
+  cmd->add_option("--gpus-per-node", in->gpus_per_node, "GPUs per node (overrides the cluster's)")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--nodes", in->nodes, "override num_nodes of the spec")->check(CLI::Range(1, kMaxGpus));
+  cmd->add_option("--seq-length", in->seq, "override training.seq_length (default without a spec: 4096)")
+      ->check(CLI::Range(1, kMaxSeq));
+  cmd->add_option("--global-batch-size", in->gbs,
+                  "override training.global_batch_size (default without a spec: about 4M tokens)")
+      ->check(CLI::Range(1, kMaxBatch));
+}
+
 void add_layout_options(CLI::App* cmd, LayoutOptions* o) {
-  cmd->add_option("SPEC", o->spec, "plan spec (YAML)")->required();
+  add_spec_options(cmd, &o->in);
   o->layout_opt = cmd->add_option("--layout", o->layout,
                   "layout, e.g. dp=8,tp=8,pp=4,vpp=2,sp=1,zero=1,recompute=selective,mbs=1,schedule=1f1b");
   o->megatron_opt = cmd->add_option("--megatron-args", o->megatron,
                   "the layout as Megatron-LM arguments, e.g. \"--tensor-model-parallel-size 8 ...\"");
   o->deepspeed_opt = cmd->add_option("--deepspeed-config", o->deepspeed, "the layout from a DeepSpeed JSON config");
   o->framework_opt = cmd->add_option("--framework", o->framework, kFrameworkHelp);
-  cmd->add_option("--nodes", o->nodes, "override num_nodes of the spec")->check(CLI::Range(1, kMaxGpus));
-  cmd->add_option("--seq-length", o->seq, "override training.seq_length")->check(CLI::Range(1, kMaxSeq));
-  cmd->add_option("--global-batch-size", o->gbs, "override training.global_batch_size")->check(CLI::Range(1, kMaxBatch));
   cmd->add_option("--format", o->format, "table | json | markdown")
       ->check(CLI::IsMember({"table", "json", "markdown", "md"}));
-}
-
-void apply_nodes(Spec* s, const std::optional<int>& nodes) {
-  if (!nodes) return;
-  if (std::int64_t(*nodes) * s->cluster.gpus_per_node > kMaxGpus)
-    throw SpecError("--nodes", 0, "", "expected at most " +
-                                          std::to_string(kMaxGpus / s->cluster.gpus_per_node) +
-                                          " nodes of " + std::to_string(s->cluster.gpus_per_node) +
-                                          " GPUs");
-  s->num_nodes = *nodes;
 }
 
 // Architecture keys the model reads but does not model: said on stderr.
@@ -81,6 +87,7 @@ void print_caveats(const Model& m) {
 
 struct Loaded {
   Spec spec;
+  nlohmann::json defaults;  // what paraplan chose (resolve_spec)
   Layout layout;
   Format format;
   std::vector<std::string> ignored_flags;  // Megatron flags paraplan does not read
@@ -98,15 +105,10 @@ Loaded load(LayoutOptions& o) {
   Loaded r;
   if (!parse_format(o.format, &r.format))
     throw SpecError("--format", 0, "", "expected table, json or markdown");
-  r.spec = load_spec_file(o.spec);
+  ResolvedSpec rs = resolve_spec(o.in);
+  r.spec = std::move(rs.spec);
+  r.defaults = std::move(rs.defaults);
   print_caveats(r.spec.model);
-  apply_nodes(&r.spec, o.nodes);
-  if (o.gbs) r.spec.training.global_batch_size = *o.gbs;
-  if (o.seq) {
-    if (*o.seq > max_seq_length(r.spec.model))
-      throw SpecError("--seq-length", 0, "", seq_length_limit_message(r.spec.model));
-    r.spec.training.seq_length = *o.seq;
-  }
   if (o.layout_opt->count()) o.req.layout = o.layout;
   if (o.megatron_opt->count()) o.req.megatron_args = o.megatron;
   if (o.deepspeed_opt->count()) o.req.deepspeed_config = o.deepspeed;
@@ -114,12 +116,17 @@ Loaded load(LayoutOptions& o) {
   if (o.framework_opt->count()) apply_framework(&r.spec, o.framework);
   else if (o.deepspeed_opt->count()) r.spec.training.framework = Framework::kDeepSpeed;  // also Megatron-DeepSpeed
   else if (o.megatron_opt->count()) r.spec.training.framework = Framework::kMegatron;
+  if (o.framework_opt->count() || o.deepspeed_opt->count() || o.megatron_opt->count()) r.defaults.erase("framework");
   o.req.ignored_flags = &r.ignored_flags;
-  r.layout = layout_from_sources(&r.spec, o.spec, o.req);
+  r.layout = layout_from_sources(&r.spec, o.in.spec.empty() ? "--layout" : o.in.spec, o.req);
   o.req.ignored_flags = nullptr;
+  // A launch configuration may have set what paraplan would have defaulted.
+  if (r.defaults.contains("seq_length") && r.defaults["seq_length"] != r.spec.training.seq_length)
+    r.defaults.erase("seq_length");
+  if (r.defaults.contains("global_batch_size") && r.defaults["global_batch_size"] != r.spec.training.global_batch_size)
+    r.defaults.erase("global_batch_size");
   return r;
 }
-
 
 }  // namespace
 
@@ -149,21 +156,25 @@ int run_cli(int argc, char** argv, std::ostream& out) {
                   "print the verdict line also when the layout fits, and list the --megatron-args flags paraplan "
                   "does not read (stderr)");
 
-  std::string plan_spec, plan_format = "table", output, plan_framework;
-  std::optional<int> plan_nodes, plan_gbs, plan_seq;
+  SpecInputs plan_in;
+  std::string plan_format = "table", output, plan_framework;
   int top = 10;
   CLI::App* plan = app.add_subcommand(
       "plan", "search every layout and recommend the fastest that fits, with the trade-offs");
-  plan->add_option("SPEC", plan_spec, "plan spec (YAML)")->required();
-  plan->add_option("--nodes", plan_nodes, "override num_nodes of the spec")->check(CLI::Range(1, kMaxGpus));
-  plan->add_option("--global-batch-size", plan_gbs, "override training.global_batch_size")
-      ->check(CLI::Range(1, kMaxBatch));
-  plan->add_option("--seq-length", plan_seq, "override training.seq_length")->check(CLI::Range(1, kMaxSeq));
+  add_spec_options(plan, &plan_in);
   plan->add_option("--top", top, "how many ranked layouts to print (default 10)")->check(CLI::Range(1, 1 << 30));
   plan->add_option("--format", plan_format, "table | json | csv | markdown")
       ->check(CLI::IsMember({"table", "json", "csv", "markdown", "md"}));
   plan->add_option("--output", output, "write the report to FILE instead of stdout");
   CLI::Option* plan_framework_opt = plan->add_option("--framework", plan_framework, kFrameworkHelp);
+
+  std::string models_format = "table", gpus_format = "table";
+  CLI::App* models = app.add_subcommand("models", "list the built-in models (--model NAME)");
+  models->add_option("--format", models_format, "table | json | csv | markdown")
+      ->check(CLI::IsMember({"table", "json", "csv", "markdown", "md"}));
+  CLI::App* gpus = app.add_subcommand("gpus", "list the built-in GPUs and clusters (--gpu NAME)");
+  gpus->add_option("--format", gpus_format, "table | json | csv | markdown")
+      ->check(CLI::IsMember({"table", "json", "csv", "markdown", "md"}));
 
   ValidateOptions vo;
   CLI::App* validate = add_validate_command(app, &vo);
@@ -193,8 +204,11 @@ int run_cli(int argc, char** argv, std::ostream& out) {
     if (l.format == Format::kJson) {
       nlohmann::json j = explain_json(l.spec, l.layout, e, ExplainOptions{formulas, stage});
       add_time_json(&j, t);
+      j["defaults"] = l.defaults;
       out << j.dump(2) << "\n";
     } else {
+      if (const std::string d = defaults_text(l.defaults); !d.empty())
+        out << d << "\n\n";
       out << render_explain(l.format, l.spec, l.layout, e, ExplainOptions{formulas, stage});
       out << (l.format == Format::kMarkdown ? "\n```\n" : "\ntime: ") << time_text(t, l.layout)
           << (l.format == Format::kMarkdown ? "```\n" : "");
@@ -209,8 +223,11 @@ int run_cli(int argc, char** argv, std::ostream& out) {
     if (l.format == Format::kJson) {
       nlohmann::json j = layout_json(l.spec, l.layout, e);
       add_time_json(&j, t);
+      j["defaults"] = l.defaults;
       out << j.dump(2) << "\n";
     } else if (!e.fits || verbose) {
+      if (const std::string d = defaults_text(l.defaults); verbose && !d.empty())
+        out << (l.format == Format::kMarkdown ? "- " : "") << d << "\n";
       out << (l.format == Format::kMarkdown ? "- " : "") << check_summary(l.spec, l.layout, e)
           << fmt::format("; predicted step {:.3f} s, MFU {:.1f}%", t.step_s, 100 * t.mfu) << "\n";
     }
@@ -219,20 +236,23 @@ int run_cli(int argc, char** argv, std::ostream& out) {
   if (plan->parsed()) {
     Format f;
     parse_format(plan_format, &f);
-    Spec s = load_spec_file(plan_spec);
+    ResolvedSpec rs = resolve_spec(plan_in);
+    Spec& s = rs.spec;
     print_caveats(s.model);
-    apply_nodes(&s, plan_nodes);
-    if (plan_gbs) s.training.global_batch_size = *plan_gbs;
-    if (plan_framework_opt->count()) apply_framework(&s, plan_framework);
-    if (plan_seq) {
-      if (*plan_seq > max_seq_length(s.model))
-        throw SpecError("--seq-length", 0, "", seq_length_limit_message(s.model));
-      s.training.seq_length = *plan_seq;
+    if (plan_framework_opt->count()) {
+      apply_framework(&s, plan_framework);
+      rs.defaults.erase("framework");
     }
     const Plan p = make_plan(s);
-    const std::string text = render_plan(f, s, p, top);
+    const std::string text = render_plan(f, s, p, top, rs.defaults);
     if (output.empty()) out << text;
     else write_output(output, text);
+    return 0;
+  }
+  if (models->parsed() || gpus->parsed()) {
+    Format f;
+    parse_format(models->parsed() ? models_format : gpus_format, &f);
+    out << (models->parsed() ? render_models(f) : render_gpus(f));
     return 0;
   }
   if (validate->parsed()) return run_validate(vo, out);

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "planner/spec_inputs.hpp"
+
 namespace paraplan {
 
 using nlohmann::json;
@@ -135,11 +137,12 @@ std::string spec_line(const Spec& s) {
 
 }  // namespace
 
-json plan_json(const Spec& s, const Plan& p, int top) {
+json plan_json(const Spec& s, const Plan& p, int top, const json& defaults) {
   json j;
   j["model"] = s.model.name;
   j["cluster"] = s.cluster.name;
   j["num_gpus"] = s.num_gpus();
+  j["defaults"] = defaults;
   j["evaluated"] = p.evaluated;
   j["feasible"] = p.feasible;
   j["rejected"] = rejected_json(p);
@@ -163,8 +166,8 @@ json plan_json(const Spec& s, const Plan& p, int top) {
   return j;
 }
 
-std::string render_plan(Format f, const Spec& s, const Plan& p, int top) {
-  if (f == Format::kJson) return plan_json(s, p, top).dump(2) + "\n";
+std::string render_plan(Format f, const Spec& s, const Plan& p, int top, const json& defaults) {
+  if (f == Format::kJson) return plan_json(s, p, top, defaults).dump(2) + "\n";
   const int n = std::min<int>(top, int(p.candidates.size()));
   if (f == Format::kCsv) {
     std::string o = "rank,layout,fits,peak_bytes,step_s,tokens_per_s,tflops_per_gpu,mfu,bubble_fraction,exposed_comm_fraction\n";
@@ -178,7 +181,9 @@ std::string render_plan(Format f, const Spec& s, const Plan& p, int top) {
     return o;
   }
   const bool md = f == Format::kMarkdown;
-  std::string o = md ? "## paraplan plan\n\n" + spec_line(s) + "\n\n" : "plan: " + spec_line(s) + "\n\n";
+  std::string o = md ? "## paraplan plan\n\n" + spec_line(s) + "\n\n" : "plan: " + spec_line(s) + "\n";
+  if (const std::string d = defaults_text(defaults); !d.empty()) o += (md ? "" : "  ") + d + "\n" + (md ? "\n" : "");
+  if (!md) o += "\n";
   if (const Candidate* r = p.recommended()) {
     const MemoryEstimate e = estimate_memory(s, r->layout);
     const MemoryBreakdown& m = e.heaviest();

@@ -27,7 +27,10 @@ std::string time_text(const StepTime& t, const Layout& l);
 // One sentence: why the recommended layout beats the runner-up.
 std::string why_recommended(const Plan& plan);
 
-nlohmann::json plan_json(const Spec& spec, const Plan& plan, int top);
-std::string render_plan(Format f, const Spec& spec, const Plan& plan, int top);
+// `defaults`: what paraplan chose because no spec or flag said (resolve_spec); shown in the header.
+nlohmann::json plan_json(const Spec& spec, const Plan& plan, int top,
+                         const nlohmann::json& defaults = nlohmann::json::object());
+std::string render_plan(Format f, const Spec& spec, const Plan& plan, int top,
+                        const nlohmann::json& defaults = nlohmann::json::object());
 
 }  // namespace paraplan

@@ -8,8 +8,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
+#include "planner/catalog.hpp"
 #include "planner/yaml_reader.hpp"
 
 namespace paraplan {
@@ -288,20 +290,34 @@ void load_search(const MapReader& top, const std::string& file, SearchSpace* s) 
   s->allow_tp_across_nodes = r.opt_bool("allow_tp_across_nodes", false);
 }
 
-// `model:` / `cluster:` is a path relative to the spec, or an inline mapping.
-template <class T, class FromFile, class FromYaml>
+// `model:` / `cluster:` is a path relative to the spec, a built-in name
+// (`model: llama-3.1-70b`, `cluster: dgx-h100` or `cluster: h100`; a file of
+// that name wins), or an inline mapping.
+template <class T, class FromFile, class FromYaml, class Builtin>
 T load_part(const MapReader& top, const char* key, const std::string& file, FromFile from_file,
-            FromYaml from_yaml) {
+            FromYaml from_yaml, Builtin builtin, const std::string& names) {
   if (!top.has(key)) top.fail(key, "missing required key");
   const YAML::Node n = top.child(key);
   if (n.IsMap()) return from_yaml(n, file, std::string(key) + ".");
-  if (!n.IsScalar()) top.fail(key, "expected a file path or a mapping");
+  if (!n.IsScalar()) top.fail(key, "expected a file path, a built-in name or a mapping");
   fs::path p(n.Scalar());
   if (p.is_relative()) p = fs::path(file).parent_path() / p;
   std::error_code ec;
-  if (!fs::exists(p, ec))
-    top.fail(key, "file not found: " + p.lexically_normal().string());
+  if (!fs::exists(p, ec)) {
+    if (std::optional<T> b = builtin(n.Scalar())) return *b;
+    top.fail(key, "file not found: " + p.lexically_normal().string() + "; expected a path or a built-in name (" +
+                      names + ")");
+  }
   return from_file(p.lexically_normal().string());
+}
+
+std::optional<Model> builtin_model(const std::string& name) {
+  if (!find_builtin_model(name)) return std::nullopt;
+  return resolve_model(name, "model");
+}
+std::optional<Cluster> builtin_cluster(const std::string& name) {
+  if (!find_builtin_cluster(name)) return std::nullopt;
+  return resolve_cluster(name, "cluster");
 }
 
 }  // namespace
@@ -314,8 +330,9 @@ Spec load_spec_text(const std::string& text, const std::string& path) {
                     {"model", "cluster", "num_nodes", "training", "memory_headroom", "search",
                      "layout"});
   Spec s;
-  s.model = load_part<Model>(r, "model", path, load_model_file, model_from_yaml);
-  s.cluster = load_part<Cluster>(r, "cluster", path, load_cluster_file, cluster_from_yaml);
+  s.model = load_part<Model>(r, "model", path, load_model_file, model_from_yaml, builtin_model, builtin_model_names());
+  s.cluster = load_part<Cluster>(r, "cluster", path, load_cluster_file, cluster_from_yaml, builtin_cluster,
+                                 builtin_gpu_names());
   s.num_nodes = capped(r, "num_nodes", r.get_int("num_nodes", 1), kMaxGpus / s.cluster.gpus_per_node);
   load_training(r, path, s.model, &s.training);
   if (s.training.fp8 && s.cluster.gpu.peak_tflops_fp8 <= 0)

@@ -1,0 +1,193 @@
+// Issue 17, a newcomer's first five minutes: a plan from a model name and a
+// GPU count with no spec file, the built-in catalogs, and specs that name them.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "cli_runner.hpp"
+#include "planner/catalog.hpp"
+#include "planner/spec_inputs.hpp"
+
+using namespace paraplan::test;
+using nlohmann::json;
+
+namespace {
+
+void write(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p) << text;
+}
+
+}  // namespace
+
+TEST_CASE("plan --model NAME --gpus N --gpu NAME works from any directory, with the defaults said", "[newcomer][cli]") {
+  TempDir dir;  // outside the checkout: the catalog is in the binary
+  Result r = run_paraplan({"plan", "--model", "llama-3.1-70b", "--gpus", "64", "--gpu", "h100"}, dir.path());
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("recommended: ") != std::string::npos);
+  CHECK(r.out.find("Llama-3.1-70B on 8 x DGX-H100 = 64 x H100-SXM5-80GB") != std::string::npos);
+  // Defaults: seq 4096; batch 4 Mi tokens / 4096 = 1024 sequences, already a multiple of 64 GPUs.
+  CHECK(r.out.find("defaults used: seq_length 4096") != std::string::npos);
+  CHECK(r.out.find("global_batch_size 1024") != std::string::npos);
+  CHECK(r.out.find("framework megatron") != std::string::npos);
+
+  r = run_paraplan({"plan", "--model", "llama-3.1-70b", "--gpus", "64", "--gpu", "h100", "--format", "json",
+                    "--seq-length", "8192"},
+                   dir.path());
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  CHECK(j["num_gpus"] == 64);
+  CHECK_FALSE(j["defaults"].contains("seq_length"));  // given, so not a default
+  CHECK(j["defaults"]["global_batch_size"] == 512);  // 4 Mi / 8192 = 512
+  CHECK(j["defaults"]["precision"] == "bf16");
+  CHECK(j["defaults"]["framework"] == "megatron");
+  CHECK(j["recommended"].is_object());
+
+  // --framework given: no longer a default.
+  r = run_paraplan({"plan", "--model", "llama-3.1-8b", "--gpus", "8", "--gpu", "H100-SXM5-80GB", "--framework", "fsdp",
+                    "--format", "json"},
+                   dir.path());
+  REQUIRE(r.code == 0);
+  CHECK_FALSE(json::parse(r.out)["defaults"].contains("framework"));
+}
+
+TEST_CASE("plan --model path/to/config.json takes a bare HuggingFace config", "[newcomer][cli]") {
+  TempDir dir;
+  fs::create_directories(dir.path() / "path/to");
+  fs::copy_file(fs::path(PARAPLAN_SOURCE_DIR) / "tests/data/hf/llama-2-7b-hf/config.json",
+                dir.path() / "path/to/config.json");
+  const Result r = run_paraplan({"plan", "--model", "path/to/config.json", "--gpus", "8", "--gpu", "h100"}, dir.path());
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("recommended: ") != std::string::npos);
+  CHECK(r.out.find("= 8 x H100-SXM5-80GB") != std::string::npos);
+}
+
+TEST_CASE("explain and check take --model, --gpus and --gpu too", "[newcomer][cli]") {
+  TempDir dir;
+  Result r = run_paraplan({"explain", "--model", "llama-2-7b", "--gpus", "8", "--gpu", "a100", "--layout",
+                           "dp=8,tp=1,pp=1,zero=1,recompute=selective,mbs=1", "--format", "json"},
+                          dir.path());
+  REQUIRE(r.code == 0);
+  json j = json::parse(r.out);
+  CHECK(j["defaults"]["seq_length"] == 4096);
+  CHECK(j["defaults"]["global_batch_size"] == 1024);
+  r = run_paraplan({"check", "--model", "llama-2-7b", "--gpus", "8", "--gpu", "a100", "--layout",
+                    "dp=8,tp=1,pp=1,zero=1,recompute=selective,mbs=1", "-v"},
+                   dir.path());
+  CHECK((r.code == 0 || r.code == 1));
+  CHECK(r.out.find("defaults used: seq_length 4096") != std::string::npos);
+  // Fewer GPUs than a node: one node of that many.
+  r = run_paraplan({"check", "--model", "llama-2-7b", "--gpus", "4", "--gpu", "a100", "--layout",
+                    "dp=4,zero=3,recompute=full,mbs=1", "--format", "json"},
+                   dir.path());
+  REQUIRE((r.code == 0 || r.code == 1));
+  CHECK(json::parse(r.out)["layout"] == "dp=4,tp=1,pp=1,vpp=1,sp=0,zero=3,recompute=full,mbs=1,schedule=1f1b");
+}
+
+TEST_CASE("names the newcomer flags refuse: one line, exit 2, naming the flag", "[newcomer][cli]") {
+  TempDir dir;
+  struct Bad {
+    std::vector<std::string> args;
+    std::string says;
+  } bad[] = {
+      {{"plan", "--model", "llama-9", "--gpus", "8", "--gpu", "h100"}, "--model: no file and no built-in model named 'llama-9'"},
+      {{"plan", "--model", "llama-2-7b", "--gpus", "8", "--gpu", "v100"}, "--gpu: no file and no built-in GPU"},
+      {{"plan", "--model", "llama-2-7b", "--gpus", "12", "--gpu", "h100"}, "--gpus: expected a multiple of the 8 GPUs per node"},
+      {{"plan", "--model", "llama-2-7b", "--gpus", "8"}, "(missing: --gpu)"},
+      {{"plan", "--gpus", "8", "--gpu", "h100"}, "(missing: --model)"},
+      {{"plan", "--model", "llama-2-7b", "--gpus", "8", "--nodes", "2", "--gpu", "h100"}, "give --gpus or --nodes"},
+      {{"plan", "--model", "gpt3-175b", "--gpus", "8", "--gpu", "h100", "--seq-length", "4096"},
+       "--seq-length: expected at most 2048"},
+  };
+  for (const Bad& b : bad) {
+    INFO(b.args[1] << " " << b.args[2]);
+    const Result r = run_paraplan(b.args, dir.path());
+    CHECK(r.code == 2);
+    CHECK(r.signal == 0);
+    CHECK(r.out.empty());
+    CHECK(r.err.find(b.says) != std::string::npos);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  }
+}
+
+TEST_CASE("a spec may name a built-in model and cluster; a file of that name wins", "[newcomer][cli]") {
+  TempDir dir;
+  write(dir.path() / "spec.yaml",
+        "model: llama-3.1-8b\ncluster: dgx-h100\nnum_nodes: 1\n"
+        "training: {seq_length: 4096, global_batch_size: 256}\nlayout: dp=2,tp=4,zero=1,recompute=selective,mbs=1\n");
+  Result r = run_paraplan({"explain", "spec.yaml", "--format", "json"}, dir.path());
+  REQUIRE(r.code == 0);
+  json j = json::parse(r.out);
+  CHECK(j["model"] == "Llama-3.1-8B");
+  CHECK(j["defaults"].empty());  // the spec said everything
+  // A local file named like a built-in is read instead.
+  write(dir.path() / "llama-3.1-8b",
+        "name: local\nnum_layers: 2\nhidden_size: 256\nnum_attention_heads: 8\nffn_hidden_size: 1024\n"
+        "vocab_size: 1000\nactivation: gelu\nnormalization: layernorm\ntie_embeddings: true\nposition_embedding: rope\n");
+  r = run_paraplan({"explain", "spec.yaml", "--format", "json"}, dir.path());
+  REQUIRE(r.code == 0);
+  CHECK(json::parse(r.out)["model"] == "local");
+  write(dir.path() / "bad.yaml", "model: llama-9\ncluster: h100\nnum_nodes: 1\ntraining: {seq_length: 8, global_batch_size: 8}\n");
+  r = run_paraplan({"plan", "bad.yaml"}, dir.path());
+  CHECK(r.code == 2);
+  CHECK(r.err.find("bad.yaml:1: model: file not found") != std::string::npos);
+  CHECK(r.err.find("llama-3.1-70b") != std::string::npos);  // the names are listed
+}
+
+TEST_CASE("paraplan models and paraplan gpus list every file in configs/ with its published numbers", "[newcomer][cli]") {
+  TempDir dir;
+  Result r = run_paraplan({"models", "--format", "json"}, dir.path());
+  REQUIRE(r.code == 0);
+  const json models = json::parse(r.out);
+  size_t files = 0;
+  for (const auto& e : fs::directory_iterator(fs::path(PARAPLAN_SOURCE_DIR) / "configs/models"))
+    files += e.path().extension() == ".yaml";
+  CHECK(models.size() == files);
+  bool seen70 = false;
+  for (const json& m : models)
+    if (m["name"] == "llama-3.1-70b") {
+      seen70 = true;
+      CHECK(m["parameters"] == 70553706496LL);  // Meta's published count for Llama-3.1-70B
+      CHECK(m["layers"] == 80);
+    }
+  CHECK(seen70);
+  r = run_paraplan({"gpus", "--format", "json"}, dir.path());
+  REQUIRE(r.code == 0);
+  const json gpus = json::parse(r.out);
+  bool seen_h100 = false;
+  for (const json& g : gpus)
+    if (g["name"] == "h100") {
+      seen_h100 = true;
+      CHECK(g["peak_tflops_bf16"] == 989.0);  // H100 SXM datasheet: 1,979 with sparsity / 2
+      CHECK(g["hbm_bandwidth_gbs"] == 3350.0);
+      CHECK(g["gpus_per_node"] == 8);
+    }
+  CHECK(seen_h100);
+  r = run_paraplan({"models"}, dir.path());
+  CHECK(r.code == 0);
+  CHECK(r.out.find("llama-3.1-405b") != std::string::npos);
+  r = run_paraplan({"gpus", "--format", "markdown"}, dir.path());
+  CHECK(r.code == 0);
+  CHECK(r.out.find("| `h200` |") != std::string::npos);
+}
+
+TEST_CASE("catalog lookups and the default batch, by hand", "[newcomer]") {
+  using namespace paraplan;
+  REQUIRE(find_builtin_model("Llama-3.1-70B") != nullptr);
+  CHECK(std::string(find_builtin_model("Llama-3.1-70B")->name) == "llama-3.1-70b");
+  CHECK(std::string(find_builtin_model("Mistral-7B-v0.1")->name) == "mistral-7b");
+  CHECK(find_builtin_model("llama") == nullptr);
+  CHECK(std::string(find_builtin_cluster("H100")->name) == "dgx-h100");
+  CHECK(std::string(find_builtin_cluster("dgx-a100-80gb")->name) == "dgx-a100-80gb");
+  CHECK(std::string(find_builtin_cluster("H200-SXM-141GB")->name) == "h200-node");
+  // 4 Mi tokens: 4194304 / 4096 = 1024; / 2048 = 2048 -> next multiple of 24 is 86 * 24 = 2064;
+  // / 8192 = 512 on 16384 GPUs -> 16384.
+  CHECK(default_global_batch(4096, 64) == 1024);
+  CHECK(default_global_batch(2048, 24) == 2064);
+  CHECK(default_global_batch(8192, 16384) == 16384);
+  // GPT-3's learned position table has 2048 rows: the default sequence stops there.
+  CHECK(default_seq_length(resolve_model("gpt3-175b", "--model")) == 2048);
+  CHECK(default_seq_length(resolve_model("llama-2-7b", "--model")) == 4096);
+}
