@@ -22,6 +22,7 @@
 #include "planner/spec_loader.hpp"
 #include "planner/calibrate_cli.hpp"
 #include "planner/catalog.hpp"
+#include "planner/emit.hpp"
 #include "planner/launch.hpp"
 #include "planner/validate_cli.hpp"
 
@@ -36,7 +37,15 @@ struct LayoutOptions {
   LayoutRequest req;
   std::string layout, megatron, deepspeed, framework;
   CLI::Option *layout_opt = nullptr, *megatron_opt = nullptr, *deepspeed_opt = nullptr, *framework_opt = nullptr;
+  bool emit_framework = false;  // --emit chose `framework`
 };
+
+EmitTarget emit_target(const std::string& name) {
+  EmitTarget t;
+  if (!parse_emit_target(name, &t))
+    throw SpecError("--emit", 0, "", std::string("expected ") + kEmitChoices + ", got '" + SpecError::printable(name, 60) + "'");
+  return t;
+}
 
 const char* kFrameworkHelp =
     "whose memory accounting to predict: megatron | deepspeed | fsdp | nanotron | paraplan "
@@ -113,10 +122,11 @@ Loaded load(LayoutOptions& o) {
   if (o.megatron_opt->count()) o.req.megatron_args = o.megatron;
   if (o.deepspeed_opt->count()) o.req.deepspeed_config = o.deepspeed;
   // The flag wins; else a launch configuration names its own framework.
-  if (o.framework_opt->count()) apply_framework(&r.spec, o.framework);
+  if (o.framework_opt->count() || o.emit_framework) apply_framework(&r.spec, o.framework);
   else if (o.deepspeed_opt->count()) r.spec.training.framework = Framework::kDeepSpeed;  // also Megatron-DeepSpeed
   else if (o.megatron_opt->count()) r.spec.training.framework = Framework::kMegatron;
-  if (o.framework_opt->count() || o.deepspeed_opt->count() || o.megatron_opt->count()) r.defaults.erase("framework");
+  if (o.framework_opt->count() || o.emit_framework || o.deepspeed_opt->count() || o.megatron_opt->count())
+    r.defaults.erase("framework");
   o.req.ignored_flags = &r.ignored_flags;
   r.layout = layout_from_sources(&r.spec, o.in.spec.empty() ? "--layout" : o.in.spec, o.req);
   o.req.ignored_flags = nullptr;
@@ -146,6 +156,11 @@ int run_cli(int argc, char** argv, std::ostream& out) {
   explain->add_flag("-v,--verbose", explain_verbose, "list the --megatron-args flags paraplan does not read (stderr)");
   explain->add_option("--stage", stage, "stage whose terms --formulas prints (default: heaviest)")
       ->check(CLI::NonNegativeNumber);
+  std::string explain_emit;
+  CLI::Option* explain_emit_opt = explain->add_option(
+      "--emit", explain_emit,
+      "print only the layout's launch settings: megatron (Megatron-LM flags), deepspeed (DeepSpeed JSON), "
+      "torchtitan (TOML [parallelism]), nanotron (YAML parallelism:); notes on stderr");
 
   LayoutOptions ck;
   bool verbose = false;
@@ -166,6 +181,11 @@ int run_cli(int argc, char** argv, std::ostream& out) {
   plan->add_option("--format", plan_format, "table | json | csv | markdown")
       ->check(CLI::IsMember({"table", "json", "csv", "markdown", "md"}));
   plan->add_option("--output", output, "write the report to FILE instead of stdout");
+  std::string plan_emit;
+  CLI::Option* plan_emit_opt = plan->add_option(
+      "--emit", plan_emit,
+      "print only the recommended layout's launch settings: megatron | deepspeed | torchtitan | nanotron "
+      "(implies --framework megatron | deepspeed | fsdp | nanotron unless given); notes on stderr");
   CLI::Option* plan_framework_opt = plan->add_option("--framework", plan_framework, kFrameworkHelp);
 
   std::string models_format = "table", gpus_format = "table";
@@ -195,7 +215,25 @@ int run_cli(int argc, char** argv, std::ostream& out) {
   }
 
   if (explain->parsed()) {
-    Loaded l = load(ex);
+    EmitTarget target{};
+    if (explain_emit_opt->count()) {
+      target = emit_target(explain_emit);
+      if (!ex.framework_opt->count()) ex.framework = framework_name(emit_framework(target)), ex.emit_framework = true;
+    }
+    Loaded l;
+    try {
+      l = load(ex);
+    } catch (const SpecError& e) {
+      // The framework --emit chose refuses the layout: say it is about --emit.
+      if (!ex.emit_framework || e.field().rfind("layout", 0) != 0) throw;
+      throw SpecError("--emit", 0, "", "cannot express the layout for " + explain_emit + ": " + e.what());
+    }
+    if (explain_emit_opt->count()) {
+      const Emitted e = emit_launch(target, l.spec, l.layout);
+      for (const std::string& n : e.notes) std::cerr << "paraplan: note: " << n << "\n";
+      out << e.text;
+      return 0;
+    }
     if (explain_verbose) print_ignored(l);
     const MemoryEstimate e = estimate_memory(l.spec, l.layout);
     if (stage >= l.layout.pp)
@@ -239,11 +277,36 @@ int run_cli(int argc, char** argv, std::ostream& out) {
     ResolvedSpec rs = resolve_spec(plan_in);
     Spec& s = rs.spec;
     print_caveats(s.model);
-    if (plan_framework_opt->count()) {
-      apply_framework(&s, plan_framework);
-      rs.defaults.erase("framework");
-    }
+    EmitTarget target{};
+    if (plan_emit_opt->count()) target = emit_target(plan_emit);
+    if (plan_framework_opt->count()) apply_framework(&s, plan_framework);
+    else if (plan_emit_opt->count()) s.training.framework = emit_framework(target);
+    if (plan_framework_opt->count() || plan_emit_opt->count()) rs.defaults.erase("framework");
     const Plan p = make_plan(s);
+    if (plan_emit_opt->count()) {
+      // The fastest fitting layout the framework can run as modelled.
+      std::string skipped;
+      for (std::int64_t i = 0; i < p.feasible; ++i) {
+        const Candidate& c = p.candidates[size_t(i)];
+        if (const std::string why = emit_unsupported(target, s, c.layout); !why.empty()) {
+          if (skipped.empty()) skipped = to_string(c.layout) + ": " + why;
+          continue;
+        }
+        if (!skipped.empty())
+          std::cerr << "paraplan: note: passed over faster layouts that --emit " << plan_emit
+                    << " cannot express (the first: " << skipped << ")\n";
+        std::cerr << fmt::format("paraplan: note: recommended {}: predicted step {:.3f} s, MFU {:.1f}%, {} GiB peak\n",
+                                 to_string(c.layout), c.time.step_s, 100 * c.time.mfu, gib(c.peak_bytes));
+        const Emitted e = emit_launch(target, s, c.layout);
+        for (const std::string& n : e.notes) std::cerr << "paraplan: note: " << n << "\n";
+        if (output.empty()) out << e.text;
+        else write_output(output, e.text);
+        return 0;
+      }
+      std::cerr << "paraplan: no layout fits" << (skipped.empty() ? "" : " that --emit " + plan_emit + " can express")
+                << "; run without --emit to see the closest\n";
+      return 1;
+    }
     const std::string text = render_plan(f, s, p, top, rs.defaults);
     if (output.empty()) out << text;
     else write_output(output, text);

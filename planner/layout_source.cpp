@@ -85,7 +85,8 @@ constexpr const char* kReadMegatronFlags[] = {
     "--expert-model-parallel-size", "--fp8-format", "--fp8-param-gather", "--fp8-recipe", "--fp8-amax-history-len", "--num-layers", "--hidden-size",
     "--num-attention-heads", "--ffn-hidden-size", "--num-query-groups", "--swiglu",
     "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--add-qkv-bias", "--normalization",
-    "--position-embedding-type", "--no-gradient-accumulation-fusion", "--tp-comm-overlap"};
+    "--position-embedding-type", "--no-gradient-accumulation-fusion", "--tp-comm-overlap", "--use-megatron-fsdp",
+    "--data-parallel-sharding-strategy"};
 
 bool is_read_flag(const std::string& f) {
   for (const char* k : kReadMegatronFlags)
@@ -147,6 +148,8 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
   bool embedding_in_split = false, loss_in_split = false;
   bool full_granularity = false, method_given = false, num_layers_given = false, legacy_checkpoint = false;
   bool grad_reduce_bf16 = false, overlap_grad_reduce = false, fp8_param_gather = false, tp_comm_overlap = false;
+  bool megatron_fsdp = false;
+  int fsdp_zero = 3;  // --data-parallel-sharding-strategy's default optim_grads_params (arguments.py:3190)
   for (size_t i = 0; i < args.size(); ++i) {
     std::string flag = args[i], value;
     if (flag.rfind("--", 0) != 0) continue;  // a value of a flag paraplan ignores
@@ -250,6 +253,16 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
     } else if (flag == "--use-flash-attn") spec->training.flash_attention = true;
     else if (flag == "--no-gradient-accumulation-fusion") spec->training.gradient_accumulation_fusion = false;
     else if (flag == "--tp-comm-overlap") tp_comm_overlap = true;
+    else if (flag == "--use-megatron-fsdp") megatron_fsdp = true;
+    else if (flag == "--data-parallel-sharding-strategy") {
+      // NVIDIA/Megatron-LM@d98e8a64 arguments.py:3190-3192: what Megatron-FSDP shards.
+      const std::string& v = val();
+      if (v == "no_shard") fsdp_zero = 0;
+      else if (v == "optim") fsdp_zero = 1;
+      else if (v == "optim_grads") fsdp_zero = 2;
+      else if (v == "optim_grads_params") fsdp_zero = 3;
+      else fail(src, flag, "expected no_shard, optim, optim_grads or optim_grads_params, got '" + v + "'");
+    }
     else if (flag == "--fp8-format") {
       // e4m3 or hybrid (e4m3 forward, e5m2 gradients): both 1-byte GEMMs.
       const std::string& v = val();
@@ -310,6 +323,9 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
   else spec->training.grad_dtype = DType::kFp32;
   spec->training.grad_dtype_given = true;
   spec->training.overlap_dp_comm = overlap_grad_reduce;
+  // Megatron-FSDP (v1 also turns on the distributed optimizer, arguments.py:1118-1135): the sharding strategy
+  // decides the ZeRO stage; the strategy flag alone does nothing.
+  if (megatron_fsdp) d.l.zero = fsdp_zero, d.set.zero = true;
   if (tp_comm_overlap) {
     // NVIDIA/Megatron-LM@d98e8a64 megatron/training/arguments.py:1441-1442 (asserted).
     if (!d.l.sp) fail(src, "--tp-comm-overlap", "needs --sequence-parallel (Megatron asserts it)");

@@ -60,6 +60,7 @@ ResolvedSpec resolve_spec(const SpecInputs& in) {
     s.model = resolve_model(in.model, "--model");
     s.cluster = resolve_cluster(in.gpu, "--gpu");
     s.num_nodes = 1;
+    s.training = default_training(s.model);
   } else {
     s = load_spec_file(in.spec);
     if (!in.model.empty()) s.model = resolve_model(in.model, "--model");

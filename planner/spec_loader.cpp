@@ -322,6 +322,15 @@ std::optional<Cluster> builtin_cluster(const std::string& name) {
 
 }  // namespace
 
+Training default_training(const Model& m) {
+  // The loader's own defaults, from a training map that gives only the required keys.
+  const YAML::Node root = YAML::Load("training: {seq_length: 1, global_batch_size: 1}");
+  const MapReader r(root, "defaults", "", {"training"});
+  Training t;
+  load_training(r, "defaults", m, &t);
+  return t;
+}
+
 Spec load_spec_file(const std::string& path) { return load_spec_text(read_text_file(path), path); }
 
 Spec load_spec_text(const std::string& text, const std::string& path) {

@@ -24,6 +24,10 @@ Spec load_spec_file(const std::string& path);
 // relative model/cluster paths.
 Spec load_spec_text(const std::string& text, const std::string& path);
 
+// The training settings a spec gets when its training: map gives only
+// seq_length and global_batch_size (both 1 here; the caller sets them).
+Training default_training(const Model& m);
+
 // The same from already parsed YAML (file names only label errors).
 Model model_from_yaml(const YAML::Node& node, const std::string& file, const std::string& prefix);
 Cluster cluster_from_yaml(const YAML::Node& node, const std::string& file,

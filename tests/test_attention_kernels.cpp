@@ -200,7 +200,7 @@ TEST_CASE("attention: backward matches finite differences, with and without drop
 }
 
 TEST_CASE(
-    "flash: forward equals probs + P V; backward matches finite differences and attention_backward",
+    "flash: forward equals probs + P V - backward matches finite differences and attention_backward",
     "[kernels]") {
   const AttnShape a = shape(5, 2, 4, 2, 4);
   Vec qkv = random_vec(qkv_n(a), 51, -1.5f, 1.5f), w = random_vec(out_n(a), 52);

@@ -423,7 +423,7 @@ TEST_CASE("malformed --megatron-args", "[cli][errors][megatron]") {
   });
 }
 
-TEST_CASE("check -v lists the Megatron flags paraplan does not read; a real flag is never an error", "[cli][megatron]") {
+TEST_CASE("check -v lists the Megatron flags paraplan does not read - a real flag is never an error", "[cli][megatron]") {
   TempDir dir;
   const Result r = run_paraplan({"check", kLlama2Example, "-v", "--megatron-args",
                                  "--tensor-model-parallel-size 2 --lr 3e-4 --log-interval 10 --expert-tensor-parallel-size 1 "

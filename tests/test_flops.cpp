@@ -56,7 +56,7 @@ TEST_CASE("A second GPT shape equals the SC21 formulas", "[flops]") {
         Approx(sc21_full_recompute(512, 1024, 48, 1600, 50257)).epsilon(1e-12));
 }
 
-TEST_CASE("Forward is one third of an iteration; backward twice forward", "[flops]") {
+TEST_CASE("Forward is one third of an iteration - backward twice forward", "[flops]") {
   const Model m = gpt(96, 12288, 96, 50257);
   const double b = 4, s = 2048, h = 12288, l = 96, V = 50257;
   // Per layer: 24·b·s·h² (GEMMs) + 4·b·s²·h (scores and attention·V).
@@ -68,7 +68,7 @@ TEST_CASE("Forward is one third of an iteration; backward twice forward", "[flop
   CHECK(backward_flops(m, b, s) == Approx(2 * forward_flops(m, b, s)).epsilon(1e-15));
 }
 
-TEST_CASE("Selective recompute adds the attention core; flash adds half of it", "[flops]") {
+TEST_CASE("Selective recompute adds the attention core - flash adds half of it", "[flops]") {
   const Model m = gpt(96, 12288, 96, 50257);
   Training t = training(1536, 2048);
   const double B = 1536, s = 2048, h = 12288, l = 96;

@@ -93,7 +93,7 @@ TEST_CASE("nccl split plan: tp=1 dp=2 pp=4, middle stages stay out of the embedd
   CHECK(outside == std::vector<int>{2, 3, 4, 5});
 }
 
-TEST_CASE("nccl split plan: no embedding split with pp = 1 or when not asked; bad ranks throw", "[gpu-host]") {
+TEST_CASE("nccl split plan: no embedding split with pp = 1 or when not asked - bad ranks throw", "[gpu-host]") {
   CHECK(member_sets(split_groups("tp", 4, 1, 1, true)) == Groups2{{0, 1, 2, 3}});
   CHECK(nccl_split_plan(0, 4, 1, 1, true).size() == 3);
   CHECK(nccl_split_plan(0, 1, 1, 2, false).size() == 3);
@@ -189,7 +189,7 @@ TEST_CASE("pool: small blocks share a 2 MiB segment, split, merge and are reused
   CHECK(pool.check_invariants() == "");
 }
 
-TEST_CASE("pool: large blocks take 20 MiB or their own segments; remainders over 1 MiB are reused", "[gpu-host]") {
+TEST_CASE("pool: large blocks take 20 MiB or their own segments - remainders over 1 MiB are reused", "[gpu-host]") {
   FakeSource src(1 << 30);
   PoolCore pool(&src);
   void* a = pool.allocate(5 * kMiB);  // 20 MiB segment, 15 MiB free after it
@@ -366,7 +366,7 @@ TEST_CASE("phase timer: nested and overlapping phases, totals per name, collect 
   CHECK(t.totals().empty());
 }
 
-TEST_CASE("phase timer: same-name nesting closes the innermost; misuse throws", "[gpu-host]") {
+TEST_CASE("phase timer: same-name nesting closes the innermost - misuse throws", "[gpu-host]") {
   ScriptedClock clock;
   PhaseTimer t(&clock);
   t.begin("layer");
@@ -413,7 +413,7 @@ TEST_CASE("phase timer: timed communicators name each collective by group and op
   CHECK(out[8] == 1.0f);  // the local stand-in still did its work through the wrapper
 }
 
-TEST_CASE("phase timer: only direct children count against self time; overlapping phases", "[gpu-host]") {
+TEST_CASE("phase timer: only direct children count against self time - overlapping phases", "[gpu-host]") {
   ScriptedClock clock;
   PhaseTimer t(&clock);
   t.begin("step");  // 0..20

@@ -59,7 +59,7 @@ TEST_CASE("stage_split: Megatron-LM's uneven split (transformer_block.py:103-143
   CHECK_FALSE(split(32, "pp=1,first_stage_layers=32", &sp));
 }
 
-TEST_CASE("unnamed fields take defaults; interleaved is 1f1b with vpp", "[layout]") {
+TEST_CASE("unnamed fields take defaults - interleaved is 1f1b with vpp", "[layout]") {
   const Layout l = parse_layout(" tp = 2 , pp=2 ");
   CHECK(l.dp == 0);  // derived from the GPU count later
   CHECK(l.vpp == 1);

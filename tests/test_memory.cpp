@@ -276,7 +276,7 @@ TEST_CASE("Partial recompute: block keeps n - k layers whole, uniform one input 
   CHECK(pn->field == "recompute_method");
 }
 
-TEST_CASE("Context parallelism: cp = 2 halves each rank's saved activations; model state shards over dp x cp (issue 14)",
+TEST_CASE("Context parallelism: cp = 2 halves each rank's saved activations - model state shards over dp x cp (issue 14)",
           "[memory][cp]") {
   // Llama-2-7B on 16 ranks, s = 4096, flash attention, the idealised stack:
   // a layer keeps 131,712 bytes per token ("Llama-2-7B on 8 GPUs, dp=8 zero=1, by hand").

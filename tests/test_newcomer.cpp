@@ -112,7 +112,7 @@ TEST_CASE("names the newcomer flags refuse: one line, exit 2, naming the flag", 
   }
 }
 
-TEST_CASE("a spec may name a built-in model and cluster; a file of that name wins", "[newcomer][cli]") {
+TEST_CASE("a spec may name a built-in model and cluster (a file of that name wins)", "[newcomer][cli]") {
   TempDir dir;
   write(dir.path() / "spec.yaml",
         "model: llama-3.1-8b\ncluster: dgx-h100\nnum_nodes: 1\n"

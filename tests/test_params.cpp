@@ -72,7 +72,7 @@ TEST_CASE("HuggingFace config.json gives the same model as the YAML", "[params][
   CHECK(total_params(g) == 124'439'808);
 }
 
-TEST_CASE("Gemma-2: GeGLU MLP and four norms per layer; soft-capping and the window are said, not hidden (issue 14)",
+TEST_CASE("Gemma-2: GeGLU MLP and four norms per layer - soft-capping and the window are said, not hidden (issue 14)",
           "[params][hf]") {
   // 2B: per layer q 2304·2048 + k, v 2·2304·1024 + o 2048·2304 = 14,155,776;
   // GeGLU gate, up, down 3·2304·9216 = 63,700,992; 4 RMSNorms 4·2304 = 9,216:

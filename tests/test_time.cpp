@@ -329,7 +329,7 @@ TEST_CASE("Per-stage terms add up to the step of a one-stage layout", "[time]") 
         Approx(t2.compute_s).epsilon(1e-12));
 }
 
-TEST_CASE("Uneven stages: each stage's time follows its own layers; the slowest sets the pace (issue 14)",
+TEST_CASE("Uneven stages: each stage's time follows its own layers - the slowest sets the pace (issue 14)",
           "[time][uneven]") {
   const Spec s = spec(1, 16);
   const Layout even = resolved(s, "tp=2,pp=4,mbs=1");
@@ -351,7 +351,7 @@ TEST_CASE("Uneven stages: each stage's time follows its own layers; the slowest 
   CHECK(t.step_s > estimate_time(s, even).step_s);  // moving a layer onto the output stage costs time
 }
 
-TEST_CASE("Block recompute of k of n layers re-runs k layer forwards; HFU counts k/n of full's extra FLOPs",
+TEST_CASE("Block recompute of k of n layers re-runs k layer forwards - HFU counts k/n of full's extra FLOPs",
           "[time][recompute]") {
   const Spec s = spec(1, 16);
   const Layout none = resolved(s, "tp=2,pp=4,mbs=1");
@@ -370,7 +370,7 @@ TEST_CASE("Block recompute of k of n layers re-runs k layer forwards; HFU counts
         Approx(3.0 / 8.0 * (tf.hardware_flops_per_step - tn.hardware_flops_per_step)).epsilon(1e-12));
 }
 
-TEST_CASE("Context parallelism: per-rank GEMMs see s/cp tokens; the ring sends cp-1 K|V chunks per layer (issue 14)",
+TEST_CASE("Context parallelism: per-rank GEMMs see s/cp tokens - the ring sends cp-1 K|V chunks per layer (issue 14)",
           "[time][cp]") {
   Spec s = spec(2, 16);  // 16 GPUs
   const Layout c1 = resolved(s, "tp=8,cp=1,pp=1,mbs=1");
@@ -399,7 +399,7 @@ TEST_CASE("Context parallelism: per-rank GEMMs see s/cp tokens; the ring sends c
   CHECK(t.step_s == Approx(sum_of_terms(t) + t.cp_comm_s).epsilon(1e-12));
 }
 
-TEST_CASE("FP8: a compute-bound GEMM takes peak_bf16 / peak_fp8 of its bf16 time; attention stays bf16 (issue 14)",
+TEST_CASE("FP8: a compute-bound GEMM takes peak_bf16 / peak_fp8 of its bf16 time - attention stays bf16 (issue 14)",
           "[time][fp8]") {
   const Cluster c = dgx_h100(8);
   REQUIRE(c.gpu.peak_tflops_fp8 == 1979);
@@ -557,7 +557,7 @@ TEST_CASE("Time warnings: tp across nodes, work too small to price, MFU above th
   CHECK(small.warnings == StepTime::kWarnSmallWork);
 }
 
-TEST_CASE("DP reduction buckets overlap the backward that readies them; the last one is exposed (issue 15)",
+TEST_CASE("DP reduction buckets overlap the backward that readies them - the last one is exposed (issue 15)",
           "[time]") {
   // Llama-2-7B on 8 GPUs, dp = 8, ZeRO-0, one micro-batch of 8: the whole
   // model's gradients (6.74e9 params) all-reduced in n = ceil(params / 40M)

@@ -1,0 +1,209 @@
+#include "planner/emit.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "planner/spec_error.hpp"
+
+namespace paraplan {
+
+bool parse_emit_target(const std::string& name, EmitTarget* out) {
+  if (name == "megatron") *out = EmitTarget::kMegatron;
+  else if (name == "deepspeed") *out = EmitTarget::kDeepSpeed;
+  else if (name == "torchtitan") *out = EmitTarget::kTorchtitan;
+  else if (name == "nanotron") *out = EmitTarget::kNanotron;
+  else return false;
+  return true;
+}
+
+Framework emit_framework(EmitTarget t) {
+  switch (t) {
+    case EmitTarget::kMegatron: return Framework::kMegatron;
+    case EmitTarget::kDeepSpeed: return Framework::kDeepSpeed;
+    case EmitTarget::kTorchtitan: return Framework::kFsdp;
+    case EmitTarget::kNanotron: return Framework::kNanotron;
+  }
+  return Framework::kMegatron;
+}
+
+namespace {
+
+int microbatches(const Spec& s, const Layout& l) {
+  return s.training.global_batch_size / std::max(1, l.dp * l.mbs);
+}
+
+// Layers on an inner pipeline rank when the first/last ranks are uneven.
+int inner_stage_layers(const Spec& s, const Layout& l) {
+  const int inner = l.pp - int(l.first_stage_layers > 0) - int(l.last_stage_layers > 0);
+  const int rest = s.model.num_layers - l.first_stage_layers - l.last_stage_layers;
+  return inner > 0 ? rest / inner : 0;
+}
+
+const char* precision_flag(DType d) { return d == DType::kFp16 ? "--fp16" : d == DType::kBf16 ? "--bf16" : ""; }
+
+}  // namespace
+
+std::string emit_unsupported(EmitTarget t, const Spec& s, const Layout& l) {
+  const bool cost = l.balance == StageBalance::kCost && l.pp > 1;
+  switch (t) {
+    case EmitTarget::kMegatron:
+      if (l.schedule == Schedule::kGPipe && l.pp > 1)
+        return "Megatron-LM has no GPipe schedule (its pipeline runs 1F1B, interleaved when vpp > 1: "
+               "megatron/core/pipeline_parallel/schedules.py)";
+      if (cost) return "balance=cost is nanotron's pipeline split; Megatron-LM splits by layers";
+      return "";
+    case EmitTarget::kDeepSpeed:
+      // deepspeedai/DeepSpeed@edaa7221 deepspeed/runtime/pipe/engine.py:77.
+      if (l.pp > 1 && l.zero >= 2) return "DeepSpeed's pipeline engine refuses ZeRO-2 and ZeRO-3 (deepspeed/runtime/pipe/engine.py:77)";
+      if (l.vpp > 1) return "DeepSpeed's pipeline engine has no interleaved (virtual) stages";
+      if (l.uneven() || cost) return "uneven pipeline stages are set in the model code (PipelineModule partition_method), not in a DeepSpeed config";
+      if (l.cp > 1) return "context parallelism is not a DeepSpeed config setting";
+      return "";
+    case EmitTarget::kTorchtitan:
+      if (l.zero == 1) return "torchtitan shards with FSDP2 (ZeRO-2 or ZeRO-3) or replicates (ZeRO-0); it has no ZeRO-1";
+      if (cost) return "balance=cost is nanotron's pipeline split; torchtitan splits by layers";
+      if (l.uneven() && l.vpp > 1) return "uneven stages with vpp > 1: torchtitan's first/last_stage_less_layers count virtual stages";
+      if (l.uneven() && l.pp < 3) return "uneven stages need pp >= 3 here (an inner stage sets the even size)";
+      if (l.schedule == Schedule::kGPipe && l.vpp > 1) return "GPipe with vpp > 1 (LoopedBFS) is not modelled";
+      if (l.recompute == Recompute::kFull && l.partial_recompute_set())
+        return "torchtitan's full activation checkpointing covers every block; partial recompute is Megatron-LM's";
+      return "";
+    case EmitTarget::kNanotron:
+      if (l.zero > 1) return "nanotron shards the optimizer state only (zero_stage 0 or 1)";
+      if (l.vpp > 1) return "nanotron has no interleaved (virtual) pipeline stages";
+      if (l.cp > 1) return "nanotron's ParallelismArgs has no context parallelism";
+      if (l.uneven()) return "nanotron splits stages by compute cost (balance=cost), not by first/last stage layers";
+      if (l.recompute == Recompute::kFull && l.partial_recompute_set())
+        return "nanotron's recompute_layer covers every layer; partial recompute is Megatron-LM's";
+      return "";
+  }
+  (void)s;
+  return "";
+}
+
+Emitted emit_launch(EmitTarget t, const Spec& s, const Layout& l) {
+  if (const std::string why = emit_unsupported(t, s, l); !why.empty())
+    throw SpecError("--emit", 0, "", "cannot express " + to_string(l) + ": " + why);
+  const Training& tr = s.training;
+  Emitted e;
+  const int gpus = s.num_gpus();
+  const int m = microbatches(s, l);
+  if (t == EmitTarget::kMegatron) {
+    // NVIDIA/Megatron-LM@d98e8a64 megatron/training/arguments.py (the flags
+    // --megatron-args reads back, planner/layout_source.cpp).
+    std::string o = fmt::format("--tensor-model-parallel-size {} --pipeline-model-parallel-size {}", l.tp, l.pp);
+    if (l.vpp > 1) o += fmt::format(" --num-virtual-stages-per-pipeline-rank {}", l.vpp);
+    if (l.first_stage_layers) o += fmt::format(" --decoder-first-pipeline-num-layers {}", l.first_stage_layers);
+    if (l.last_stage_layers) o += fmt::format(" --decoder-last-pipeline-num-layers {}", l.last_stage_layers);
+    if (l.cp > 1) o += fmt::format(" --context-parallel-size {}", l.cp);
+    if (l.sp) o += " --sequence-parallel";
+    if (l.zero == 1) o += " --use-distributed-optimizer";
+    // Megatron-FSDP (megatron/core/distributed/distributed_data_parallel_config.py:90; arguments.py:3190).
+    if (l.zero >= 2)
+      o += std::string(" --use-megatron-fsdp --use-distributed-optimizer --data-parallel-sharding-strategy ") + (l.zero == 2 ? "optim_grads" : "optim_grads_params");
+    if (l.recompute == Recompute::kSelective) o += " --recompute-activations";
+    if (l.recompute == Recompute::kFull)
+      o += fmt::format(" --recompute-granularity full --recompute-method {} --recompute-num-layers {}",
+                       l.recompute_method == RecomputeMethod::kBlock ? "block" : "uniform", l.recompute_layers);
+    o += fmt::format(" --micro-batch-size {} --global-batch-size {} --seq-length {}", l.mbs, tr.global_batch_size,
+                     tr.seq_length);
+    if (const char* p = precision_flag(tr.precision); *p) o += std::string(" ") + p;
+    // Megatron keeps fp32 main_grads unless told (grad_dtype_given: the megatron profile's rule).
+    if (tr.grad_dtype_given && tr.grad_dtype == DType::kBf16 && tr.precision == DType::kBf16) o += " --grad-reduce-in-bf16";
+    if (tr.fp8) o += " --fp8-format hybrid";
+    if (tr.fp8_param_gather) o += " --fp8-param-gather";
+    if (tr.overlap_dp_comm && l.dp_cp() > 1) o += l.zero >= 1 ? " --overlap-grad-reduce --overlap-param-gather" : " --overlap-grad-reduce";
+    if (tr.tp_comm_overlap && l.sp) o += " --tp-comm-overlap";
+    o += tr.flash_attention ? " --attention-backend flash" : " --attention-backend unfused";
+    if (!tr.gradient_accumulation_fusion) o += " --no-gradient-accumulation-fusion";
+    e.text = o + "\n";
+    e.notes.push_back(fmt::format("launch on {} GPUs: Megatron-LM derives dp = GPUs / (tp x pp x cp) = {}", gpus, l.dp));
+    return e;
+  }
+  if (t == EmitTarget::kDeepSpeed) {
+    // deepspeedai/DeepSpeed@edaa7221 docs/_pages/config-json.md; read back by --deepspeed-config.
+    nlohmann::ordered_json j;
+    j["train_batch_size"] = tr.global_batch_size;
+    j["train_micro_batch_size_per_gpu"] = l.mbs;
+    j["gradient_accumulation_steps"] = m;
+    if (tr.precision == DType::kBf16) j["bf16"] = {{"enabled", true}};
+    if (tr.precision == DType::kFp16) j["fp16"] = {{"enabled", true}};
+    nlohmann::ordered_json z;
+    z["stage"] = l.zero;
+    if (l.zero >= 1) z["overlap_comm"] = tr.overlap_dp_comm;
+    if (tr.grad_bucket_params_given) z["reduce_bucket_size"] = tr.grad_bucket_params;
+    j["zero_optimization"] = z;
+    if (tr.grad_dtype_given && tr.precision == DType::kBf16)
+      j["data_types"] = {{"grad_accum_dtype", dtype_name(tr.grad_dtype)}};
+    if (tr.grad_reduce_dtype_given) j["communication_data_type"] = dtype_name(tr.grad_reduce_dtype);
+    e.text = j.dump(2) + "\n";
+    e.notes.push_back(fmt::format("launch on {} GPUs; DeepSpeed checks train_batch_size = micro x accumulation x dp "
+                                  "({} = {} x {} x {})", gpus, tr.global_batch_size, l.mbs, m, l.dp));
+    std::string outside;
+    if (l.tp > 1) outside += fmt::format(" --tensor-model-parallel-size {}", l.tp);
+    if (l.pp > 1) outside += fmt::format(" --pipeline-model-parallel-size {}", l.pp);
+    if (l.sp) outside += " --sequence-parallel";
+    if (l.recompute == Recompute::kSelective) outside += " --recompute-activations";
+    if (l.recompute == Recompute::kFull)
+      outside += fmt::format(" --recompute-granularity full --recompute-method {} --recompute-num-layers {}",
+                             l.recompute_method == RecomputeMethod::kBlock ? "block" : "uniform", l.recompute_layers);
+    if (!outside.empty())
+      e.notes.push_back("not DeepSpeed config keys; with Megatron-DeepSpeed pass:" + outside);
+    return e;
+  }
+  if (t == EmitTarget::kTorchtitan) {
+    // pytorch/torchtitan@b5bcd76c torchtitan/config/configs.py:121-239 (ParallelismConfig).
+    std::string o = fmt::format("# {} on {} GPUs (paraplan)\n[parallelism]\n", to_string(l), gpus);
+    o += fmt::format("data_parallel_replicate_degree = {}\n", l.zero == 0 ? l.dp : 1);
+    o += fmt::format("data_parallel_shard_degree = {}\n", l.zero == 0 ? 1 : l.dp);
+    if (l.zero >= 2) o += fmt::format("fsdp_reshard_after_forward = \"{}\"\n", l.zero == 3 ? "always" : "never");
+    o += fmt::format("tensor_parallel_degree = {}\n", l.tp);
+    if (l.tp > 1) o += fmt::format("enable_sequence_parallel = {}\n", l.sp ? "true" : "false");
+    o += fmt::format("context_parallel_degree = {}\n", l.cp);
+    o += fmt::format("pipeline_parallel_degree = {}\n", l.pp);
+    if (l.pp > 1) {
+      const char* sched = l.schedule == Schedule::kGPipe ? "GPipe" : l.vpp > 1 ? "Interleaved1F1B" : "1F1B";
+      o += fmt::format("pipeline_parallel_schedule = \"{}\"\n", sched);
+      o += fmt::format("pipeline_parallel_layers_per_stage = {}\n",
+                       l.uneven() ? inner_stage_layers(s, l) : s.model.num_layers / (l.pp * l.vpp));
+      // torchtitan's defaults are 1 (configs.py:69-74 of the class): even stages say 0.
+      const int even = l.uneven() ? inner_stage_layers(s, l) : 0;
+      o += fmt::format("pipeline_parallel_first_stage_less_layers = {}\n", l.first_stage_layers ? even - l.first_stage_layers : 0);
+      o += fmt::format("pipeline_parallel_last_stage_less_layers = {}\n", l.last_stage_layers ? even - l.last_stage_layers : 0);
+      o += fmt::format("num_pp_microbatches = {}\n", m);
+    }
+    o += "\n[training]\n";
+    o += fmt::format("num_tokens_per_microbatch_per_dp_rank = {}\n", std::int64_t(l.mbs) * tr.seq_length);
+    o += fmt::format("num_tokens_per_train_step = {}\n", std::int64_t(tr.global_batch_size) * tr.seq_length);
+    o += fmt::format("max_context_length = {}\n", tr.seq_length);
+    e.text = o;
+    e.notes.push_back(fmt::format("launch on {} GPUs (NGPU={}); activation checkpointing: {} (the trainer's "
+                                  "activation_checkpoint policy)",
+                                  gpus, gpus, recompute_name(l.recompute)));
+    return e;
+  }
+  // nanotron: huggingface/nanotron@67c5ebb6 src/nanotron/config/parallelism_config.py:15-53,
+  // config.py:247-250 (TokensArgs), :313 (OptimizerArgs.zero_stage).
+  std::string o = fmt::format("# {} on {} GPUs (paraplan)\n", to_string(l), gpus);
+  o += "parallelism:\n";
+  o += fmt::format("  dp: {}\n  tp: {}\n  pp: {}\n", l.dp, l.tp, l.pp);
+  o += fmt::format("  pp_engine: {}\n", l.schedule == Schedule::kGPipe ? "afab" : "1f1b");
+  o += fmt::format("  tp_mode: {}\n", l.sp ? "REDUCE_SCATTER" : "ALL_REDUCE");
+  o += fmt::format("  tp_linear_async_communication: {}\n", l.sp && tr.tp_comm_overlap ? "true" : "false");
+  o += fmt::format("  recompute_layer: {}\n", l.recompute == Recompute::kFull ? "true" : "false");
+  o += "  expert_parallel_size: 1\n";
+  o += "tokens:\n";
+  o += fmt::format("  sequence_length: {}\n  micro_batch_size: {}\n  batch_accumulation_per_replica: {}\n",
+                   tr.seq_length, l.mbs, m);
+  o += fmt::format("optimizer:\n  zero_stage: {}\n", l.zero);
+  e.text = o;
+  e.notes.push_back(fmt::format("launch on {} GPUs (dp x tp x pp = {} x {} x {}); merge these keys into the run's "
+                                "YAML (tokens.train_steps and the optimizer's other keys stay yours)",
+                                gpus, l.dp, l.tp, l.pp));
+  if (l.recompute == Recompute::kSelective)
+    e.notes.push_back("recompute=selective: nanotron has no selective recompute; its flash attention keeps no s x s "
+                      "scores, which is what selective recompute saves");
+  return e;
+}
+
+}  // namespace paraplan

@@ -1,0 +1,167 @@
+// Issue 17: --emit prints a layout as a framework's launch settings; the
+// Megatron-LM flags and the DeepSpeed JSON read back (--megatron-args,
+// --deepspeed-config) to the layout they were made from.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+
+#include "cli_runner.hpp"
+
+using namespace paraplan::test;
+using nlohmann::json;
+
+namespace {
+
+const std::string k70b = "@SRC@/configs/examples/llama3.1-70b-h100-64.yaml";  // 64 GPUs, seq 8192, batch 512
+const std::string k7b = "@SRC@/configs/examples/llama2-7b-dgx-h100.yaml";      // 8 GPUs, seq 4096, batch 512
+
+std::string checked_layout(const Result& r) {
+  REQUIRE(r.code <= 1);  // fits or not: both read the layout
+  return json::parse(r.out)["layout"].get<std::string>();
+}
+
+// The "with Megatron-DeepSpeed pass: ..." note, or "".
+std::string megatron_deepspeed_note(const std::string& err) {
+  const std::string tag = "with Megatron-DeepSpeed pass:";
+  const size_t at = err.find(tag);
+  if (at == std::string::npos) return "";
+  return err.substr(at + tag.size(), err.find('\n', at) - at - tag.size());
+}
+
+}  // namespace
+
+TEST_CASE("emit megatron: the flags read back through --megatron-args to the same layout", "[emit][cli]") {
+  TempDir dir;
+  // Each layout in its canonical form (costmodel/layout.cpp prints vpp, sp, schedule always).
+  const std::pair<std::string, std::string> layouts[] = {
+      {"dp=2,tp=8,pp=4,vpp=5,sp=1,zero=1,recompute=selective,mbs=1",
+       "dp=2,tp=8,pp=4,vpp=5,sp=1,zero=1,recompute=selective,mbs=1,schedule=1f1b"},
+      {"dp=2,tp=4,cp=2,pp=4,sp=1,zero=1,recompute=full,recompute_method=block,recompute_layers=2,mbs=1,"
+       "first_stage_layers=18,last_stage_layers=18",
+       "dp=2,tp=4,cp=2,pp=4,vpp=1,sp=1,zero=1,recompute=full,mbs=1,schedule=1f1b,recompute_method=block,"
+       "recompute_layers=2,first_stage_layers=18,last_stage_layers=18"},
+      {"dp=8,tp=8,zero=3,recompute=full,mbs=1", "dp=8,tp=8,pp=1,vpp=1,sp=0,zero=3,recompute=full,mbs=1,schedule=1f1b"},
+      {"dp=16,tp=4,zero=2,mbs=2", "dp=16,tp=4,pp=1,vpp=1,sp=0,zero=2,recompute=none,mbs=2,schedule=1f1b"},
+      {"dp=64,zero=0,recompute=full,mbs=1", "dp=64,tp=1,pp=1,vpp=1,sp=0,zero=0,recompute=full,mbs=1,schedule=1f1b"},
+  };
+  for (const auto& [given, canonical] : layouts) {
+    INFO(given);
+    const Result e = run_paraplan({"explain", k70b, "--layout", given, "--emit", "megatron"}, dir.path());
+    REQUIRE(e.code == 0);
+    CHECK(std::count(e.out.begin(), e.out.end(), '\n') == 1);  // one line of flags
+    CHECK(e.out.find("--seq-length 8192 --bf16") != std::string::npos);
+    CHECK(e.out.find("--global-batch-size 512") != std::string::npos);
+    const std::string flags = e.out.substr(0, e.out.size() - 1);
+    CHECK(checked_layout(run_paraplan({"check", k70b, "--megatron-args", flags, "--format", "json"}, dir.path())) ==
+          canonical);
+  }
+  // ZeRO-3 is Megatron-FSDP sharding parameters, gradients and optimizer (arguments.py:3190).
+  const Result z3 = run_paraplan({"explain", k70b, "--layout", "dp=8,tp=8,zero=3,mbs=1", "--emit", "megatron"}, dir.path());
+  CHECK(z3.out.find("--use-megatron-fsdp --use-distributed-optimizer --data-parallel-sharding-strategy optim_grads_params") !=
+        std::string::npos);
+  CHECK(z3.err.find("dp = GPUs / (tp x pp x cp) = 8") != std::string::npos);
+}
+
+TEST_CASE("emit deepspeed: the JSON reads back through --deepspeed-config to the same layout", "[emit][cli]") {
+  TempDir dir;
+  Result e = run_paraplan({"explain", k7b, "--layout", "dp=8,zero=3,recompute=full,mbs=2", "--emit", "deepspeed"}, dir.path());
+  REQUIRE(e.code == 0);
+  const json j = json::parse(e.out);  // stdout is the config alone
+  CHECK(j["train_batch_size"] == 512);
+  CHECK(j["train_micro_batch_size_per_gpu"] == 2);
+  CHECK(j["gradient_accumulation_steps"] == 32);  // 512 / (2 x 8)
+  CHECK(j["bf16"]["enabled"] == true);
+  CHECK(j["zero_optimization"]["stage"] == 3);
+  std::ofstream(dir.path() / "ds.json") << e.out;
+  std::string extra = megatron_deepspeed_note(e.err);
+  CHECK(extra == " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1");
+  CHECK(checked_layout(run_paraplan({"check", k7b, "--deepspeed-config", "@DIR@/ds.json", "--megatron-args", extra,
+                                     "--format", "json"},
+                                    dir.path())) == "dp=8,tp=1,pp=1,vpp=1,sp=0,zero=3,recompute=full,mbs=2,schedule=1f1b");
+  // tp and pp are Megatron-DeepSpeed flags, said on stderr; ZeRO-1 with a pipeline is allowed.
+  e = run_paraplan({"explain", k7b, "--layout", "dp=2,tp=2,pp=2,sp=1,zero=1,recompute=full,mbs=1", "--emit", "deepspeed"},
+                   dir.path());
+  REQUIRE(e.code == 0);
+  CHECK(json::parse(e.out)["gradient_accumulation_steps"] == 256);  // 512 / (1 x 2)
+  std::ofstream(dir.path() / "ds2.json") << e.out;
+  extra = megatron_deepspeed_note(e.err);
+  CHECK(extra == " --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --sequence-parallel "
+                 "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1");
+  CHECK(checked_layout(run_paraplan({"check", k7b, "--deepspeed-config", "@DIR@/ds2.json", "--megatron-args", extra,
+                                     "--format", "json"},
+                                    dir.path())) ==
+        "dp=2,tp=2,pp=2,vpp=1,sp=1,zero=1,recompute=full,mbs=1,schedule=1f1b");
+}
+
+TEST_CASE("emit torchtitan and nanotron: the settings of the layout by hand", "[emit][cli]") {
+  TempDir dir;
+  Result e = run_paraplan({"explain", k70b, "--layout", "dp=4,tp=4,pp=4,vpp=2,sp=1,zero=3,recompute=full,mbs=1", "--emit",
+                           "torchtitan"},
+                          dir.path());
+  REQUIRE(e.code == 0);
+  for (const char* line : {"[parallelism]\n", "data_parallel_replicate_degree = 1\n", "data_parallel_shard_degree = 4\n",
+                           "fsdp_reshard_after_forward = \"always\"\n", "tensor_parallel_degree = 4\n",
+                           "enable_sequence_parallel = true\n", "pipeline_parallel_degree = 4\n",
+                           "pipeline_parallel_schedule = \"Interleaved1F1B\"\n",
+                           "pipeline_parallel_layers_per_stage = 10\n",  // 80 layers / (4 x 2)
+                           "pipeline_parallel_first_stage_less_layers = 0\n", "num_pp_microbatches = 128\n",  // 512 / (4 x 1)
+                           "num_tokens_per_microbatch_per_dp_rank = 8192\n", "num_tokens_per_train_step = 4194304\n"})
+    CHECK(e.out.find(line) != std::string::npos);
+  // ZeRO-2: FSDP2 without resharding after the forward.
+  e = run_paraplan({"explain", k7b, "--layout", "dp=8,zero=2,mbs=1", "--emit", "torchtitan"}, dir.path());
+  CHECK(e.out.find("data_parallel_shard_degree = 8\nfsdp_reshard_after_forward = \"never\"\n") != std::string::npos);
+
+  e = run_paraplan({"explain", k7b, "--layout", "dp=2,tp=2,pp=2,sp=1,zero=1,recompute=full,mbs=2,schedule=gpipe", "--emit",
+                    "nanotron"},
+                   dir.path());
+  REQUIRE(e.code == 0);
+  const YAML::Node y = YAML::Load(e.out);
+  CHECK(y["parallelism"]["dp"].as<int>() == 2);
+  CHECK(y["parallelism"]["tp"].as<int>() == 2);
+  CHECK(y["parallelism"]["pp"].as<int>() == 2);
+  CHECK(y["parallelism"]["pp_engine"].as<std::string>() == "afab");  // nanotron's all-forward-all-backward = GPipe
+  CHECK(y["parallelism"]["tp_mode"].as<std::string>() == "REDUCE_SCATTER");
+  CHECK(y["parallelism"]["recompute_layer"].as<bool>());
+  CHECK(y["tokens"]["micro_batch_size"].as<int>() == 2);
+  CHECK(y["tokens"]["batch_accumulation_per_replica"].as<int>() == 128);  // 512 / (2 x 2)
+  CHECK(y["optimizer"]["zero_stage"].as<int>() == 1);
+}
+
+TEST_CASE("emit refuses what the framework cannot run and names why (plan --emit skips such layouts)", "[emit][cli]") {
+  TempDir dir;
+  const std::pair<std::vector<std::string>, std::string> bad[] = {
+      {{"--layout", "dp=2,tp=2,pp=2,zero=1,mbs=1,schedule=gpipe", "--emit", "megatron"}, "no GPipe schedule"},
+      {{"--layout", "dp=8,zero=1,mbs=1", "--emit", "torchtitan"}, "FSDP2 shards parameters, gradients and optimizer"},
+      {{"--layout", "dp=8,zero=1,recompute=selective,mbs=1", "--emit", "deepspeed"}, "no selective policy"},
+      {{"--layout", "dp=2,pp=4,vpp=2,zero=1,mbs=1", "--emit", "nanotron"}, "no interleaved"},
+      {{"--layout", "dp=2,pp=4,zero=3,mbs=1", "--emit", "deepspeed"}, "engine.py:77"},
+      {{"--layout", "dp=8,zero=1,mbs=1", "--emit", "colossal"}, "expected megatron, deepspeed, torchtitan or nanotron"},
+  };
+  for (const auto& [args, says] : bad) {
+    std::vector<std::string> a = {"explain", k7b};
+    a.insert(a.end(), args.begin(), args.end());
+    const Result r = run_paraplan(a, dir.path());
+    INFO(says);
+    CHECK(r.code == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err.find("--emit") != std::string::npos);
+    CHECK(r.err.find(says) != std::string::npos);
+  }
+  // plan --emit: the recommendation (named on stderr) is what the flags say, under the framework's accounting.
+  const Result p = run_paraplan({"plan", "--model", "llama-3.1-8b", "--gpus", "16", "--gpu", "h100", "--emit", "megatron"},
+                                dir.path());
+  REQUIRE(p.code == 0);
+  const size_t at = p.err.find("recommended ");
+  REQUIRE(at != std::string::npos);
+  const std::string rec = p.err.substr(at + 12, p.err.find(':', at) - at - 12);
+  CHECK(checked_layout(run_paraplan({"check", "--model", "llama-3.1-8b", "--gpus", "16", "--gpu", "h100", "--megatron-args",
+                                     p.out.substr(0, p.out.size() - 1), "--format", "json"},
+                                    dir.path())) == rec);
+  const Result t = run_paraplan({"plan", "--model", "llama-3.1-8b", "--gpus", "16", "--gpu", "h100", "--emit", "torchtitan"},
+                                dir.path());
+  REQUIRE(t.code == 0);
+  CHECK(t.out.find("[parallelism]") != std::string::npos);
+  CHECK(t.err.find("zero=1,") == std::string::npos);  // torchtitan has no ZeRO-1: never recommended for it
+}
