@@ -61,6 +61,10 @@ struct Model {
 struct Link {
   double bandwidth_gbs = 0;  // per GPU per direction, GB/s (1e9 B/s)
   double latency_us = 0;
+  // As a datasheet says it (inter_node: nics_per_node, nic_gbps), when the
+  // spec gave it so: bandwidth_gbs = nics x Gb/s / 8 / GPUs per node. 0 = not given.
+  int nics_per_node = 0;
+  double nic_gbps = 0;
 };
 
 // Measured attention-kernel throughput of a GPU: fused (flash) attention,

@@ -129,10 +129,47 @@ json rejected_json(const Plan& p) {
   return r;
 }
 
+template <class T, class Name>
+json list_json(const std::vector<T>& v, Name name) {
+  json a = json::array();
+  for (const T& x : v) a.push_back(name(x));
+  return a;
+}
+
+json constraints_json(const SearchSpace& q) {
+  json c = json::object();
+  const auto ints = [&](const char* k, const std::vector<int>& v) {
+    if (!v.empty()) c[k] = list_json(v, [](int x) { return x; });
+  };
+  ints("dp", q.dp), ints("tp", q.tp), ints("cp", q.cp), ints("pp", q.pp), ints("vpp", q.vpp), ints("sp", q.sp);
+  ints("zero", q.zero), ints("mbs", q.mbs);
+  if (!q.recompute.empty()) c["recompute"] = list_json(q.recompute, [](Recompute r) { return recompute_name(r); });
+  if (!q.schedule.empty())
+    c["schedule"] = list_json(q.schedule, [](Schedule x) { return x == Schedule::kGPipe ? "gpipe" : "1f1b"; });
+  if (q.allow_tp_across_nodes) c["allow_tp_across_nodes"] = true;
+  return c;
+}
+
+// "search limited by the spec: tp [4, 8], pp [2, 4, 8]" ("" when the spec constrains nothing).
+std::string constraints_text(const SearchSpace& q) {
+  const json c = constraints_json(q);
+  if (c.empty()) return "";
+  std::string o;
+  for (const auto& [k, v] : c.items()) {
+    if (k == "allow_tp_across_nodes") continue;
+    std::string vals;
+    for (const json& x : v) vals += (vals.empty() ? "" : ", ") + (x.is_string() ? x.get<std::string>() : x.dump());
+    o += fmt::format("{}{} [{}]", o.empty() ? "" : ", ", k, vals);
+  }
+  if (q.allow_tp_across_nodes) o += std::string(o.empty() ? "" : "; ") + "tp may span nodes";
+  return "search limited by the spec's search: " + o + " (other values not tried)";
+}
+
 std::string spec_line(const Spec& s) {
-  return fmt::format("{} on {} x {} = {} x {} ({:.2f} GiB), seq {}, global batch {}", s.model.name,
+  return fmt::format("{} on {} x {} = {} x {} ({:.2f} GiB), seq {}, global batch {}, {}", s.model.name,
                      s.num_nodes, s.cluster.name, s.num_gpus(), s.cluster.gpu.name,
-                     s.cluster.gpu.memory_gib, s.training.seq_length, s.training.global_batch_size);
+                     s.cluster.gpu.memory_gib, s.training.seq_length, s.training.global_batch_size,
+                     framework_name(s.training.framework));
 }
 
 }  // namespace
@@ -142,9 +179,14 @@ json plan_json(const Spec& s, const Plan& p, int top, const json& defaults) {
   j["model"] = s.model.name;
   j["cluster"] = s.cluster.name;
   j["num_gpus"] = s.num_gpus();
+  j["framework"] = framework_name(s.training.framework);
+  j["network"] = network_json(s.cluster);
   j["defaults"] = defaults;
+  j["enumerated"] = p.enumerated();
   j["evaluated"] = p.evaluated;
+  j["invalid"] = p.invalid();
   j["feasible"] = p.feasible;
+  j["constraints"] = constraints_json(s.search);
   j["rejected"] = rejected_json(p);
   j["search_seconds"] = p.search_seconds;
   json cands = json::array();
@@ -162,6 +204,14 @@ json plan_json(const Spec& s, const Plan& p, int top, const json& defaults) {
     j["recommended"] = rec;
   } else {
     j["recommended"] = nullptr;
+    if (p.evaluated > 0) {
+      const Enough e = smallest_fitting_gpus(s);
+      j["nothing_fits"] = {{"closest", to_string(p.candidates[0].layout)},
+                           {"closest_peak_memory_bytes", p.candidates[0].peak_bytes},
+                           {"usable_memory_bytes", usable_memory_bytes(s)},
+                           {"smallest_gpus_that_fit", e.gpus ? json(e.gpus) : json(nullptr)},
+                           {"layout_there", e.gpus ? json(to_string(e.layout)) : json(nullptr)}};
+    }
   }
   return j;
 }
@@ -182,7 +232,9 @@ std::string render_plan(Format f, const Spec& s, const Plan& p, int top, const j
   }
   const bool md = f == Format::kMarkdown;
   std::string o = md ? "## paraplan plan\n\n" + spec_line(s) + "\n\n" : "plan: " + spec_line(s) + "\n";
+  o += (md ? "" : "  ") + network_text(s.cluster) + "\n" + (md ? "\n" : "");
   if (const std::string d = defaults_text(defaults); !d.empty()) o += (md ? "" : "  ") + d + "\n" + (md ? "\n" : "");
+  if (const std::string c = constraints_text(s.search); !c.empty()) o += (md ? "" : "  ") + c + "\n" + (md ? "\n" : "");
   if (!md) o += "\n";
   if (const Candidate* r = p.recommended()) {
     const MemoryEstimate e = estimate_memory(s, r->layout);
@@ -198,10 +250,25 @@ std::string render_plan(Format f, const Spec& s, const Plan& p, int top, const j
     o += md ? "```\n\n" : "";
     o += fmt::format("{}Why: {}.\n\n", md ? "" : "  ", why_recommended(p));
   } else {
-    if (p.evaluated == 0)
-      o += "no valid layout: every layout the search tried is invalid for this spec (see the rejection counts below).\n\n";
-    else
-      o += "no layout fits: every valid layout runs out of memory (see the table for the closest).\n\n";
+    if (p.evaluated == 0) {
+      o += "no valid layout: every layout the search tried is invalid for this spec (see the counts below).\n\n";
+    } else {
+      const Candidate& c = p.candidates[0];
+      const std::int64_t usable = usable_memory_bytes(s);
+      o += fmt::format("no layout fits: the closest, {}, needs {} GiB of {} GiB usable (over by {} GiB).\n",
+                       to_string(c.layout), gib(c.peak_bytes), gib(usable), gib(c.peak_bytes - usable));
+      const Enough e = smallest_fitting_gpus(s);
+      if (e.gpus)
+        o += fmt::format("The smallest GPU count that fits: {} GPUs{} (--gpus {}), e.g. {}.\n", e.gpus,
+                         e.gpus >= s.cluster.gpus_per_node
+                             ? fmt::format(" = {} nodes of {}", e.gpus / s.cluster.gpus_per_node, s.cluster.gpus_per_node)
+                             : std::string(" on one node"),
+                         e.gpus, to_string(e.layout));
+      else
+        o += "No GPU count tried fits either: a shorter sequence (--seq-length), a smaller global batch or a GPU with "
+             "more memory would.\n";
+      o += "The table lists the closest first, by peak memory.\n\n";
+    }
   }
   if (md) o += "| # | layout | fits | peak GiB | step s | tokens/s | MFU | bubble % | exposed comm % |\n|---:|---|---|---:|---:|---:|---:|---:|---:|\n";
   else
@@ -223,12 +290,12 @@ std::string render_plan(Format f, const Spec& s, const Plan& p, int top, const j
     o += fmt::format("\n{}Layouts with a warning rank after those without; the recommendation has none when "
                      "one that fits has none.\n{}",
                      md ? "" : "", warned);
-  o += fmt::format("\n{}evaluated {} layouts in {:.3f} s: {} fit", md ? "" : "", p.evaluated,
-                   p.search_seconds, p.feasible);
+  o += fmt::format("\nenumerated {} layouts in {:.3f} s: {} evaluated ({} fit, {} out of memory), {} invalid", p.enumerated(),
+                   p.search_seconds, p.evaluated, p.feasible, p.rejected[kRejectOom], p.invalid());
   std::string rej;
   for (int i = 0; i < kNumRejectReasons; ++i)
-    if (p.rejected[i]) rej += fmt::format("{}{} {}", rej.empty() ? "" : ", ", reject_name(i), p.rejected[i]);
-  o += rej.empty() ? "\n" : "; rejected: " + rej + "\n";
+    if (p.rejected[i] && i != kRejectOom) rej += fmt::format("{}{} {}", rej.empty() ? "" : ", ", reject_name(i), p.rejected[i]);
+  o += rej.empty() ? "\n" : " (" + rej + ")\n";
   o += fmt::format("{}bubble % = (p-1)/(v*m+p-1) of the pipeline time; comm % = exposed TP+PP+DP "
                    "communication / step; MFU = model FLOPs (no recompute) / (step x GPUs x peak "
                    "bf16)\n",

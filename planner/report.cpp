@@ -62,9 +62,28 @@ json layout_json(const Spec& s, const Layout& l, const MemoryEstimate& e) {
   j["params"] = {{"total", e.params_total}, {"per_rank", e.params_per_rank}};
   j["model"] = s.model.name;
   j["cluster"] = s.cluster.name;
+  j["network"] = network_json(s.cluster);
   j["framework"] = framework_name(s.training.framework);
   j["num_gpus"] = s.num_gpus();
   j["num_microbatches"] = num_microbatches(s, l);
+  return j;
+}
+
+std::string network_text(const Cluster& c) {
+  const Link& n = c.inter_node;
+  if (n.nics_per_node > 0)
+    return fmt::format("network {:.4g} GB/s per GPU per direction ({} x {:g} Gb/s NICs per node / {} GPUs)", n.bandwidth_gbs,
+                       n.nics_per_node, n.nic_gbps, c.gpus_per_node);
+  return fmt::format("network {:.4g} GB/s per GPU per direction (inter_node.bandwidth_gbs; a node's NICs / its GPUs)",
+                     n.bandwidth_gbs);
+}
+
+nlohmann::json network_json(const Cluster& c) {
+  nlohmann::json j = {{"inter_node_gbs_per_gpu", c.inter_node.bandwidth_gbs}};
+  if (c.inter_node.nics_per_node > 0) {
+    j["nics_per_node"] = c.inter_node.nics_per_node;
+    j["nic_gbps"] = c.inter_node.nic_gbps;
+  }
   return j;
 }
 
@@ -86,8 +105,8 @@ std::string grad_buffer_text(const Spec& s, const Layout& l) {
 std::string header(const Spec& s, const Layout& l, const MemoryEstimate& e) {
   std::string o;
   o += fmt::format("model    {} ({:.3g}B params)\n", s.model.name, double(e.params_total) / 1e9);
-  o += fmt::format("cluster  {} x {} = {} GPUs ({}, {:.2f} GiB)\n", s.num_nodes, s.cluster.name,
-                   s.num_gpus(), s.cluster.gpu.name, s.cluster.gpu.memory_gib);
+  o += fmt::format("cluster  {} x {} = {} GPUs ({}, {:.2f} GiB); {}\n", s.num_nodes, s.cluster.name,
+                   s.num_gpus(), s.cluster.gpu.name, s.cluster.gpu.memory_gib, network_text(s.cluster));
   o += fmt::format("layout   {}\n", to_string(l));
   o += fmt::format("framework {} ({})\n", framework_name(s.training.framework), profile(s.training.framework).description);
   o += fmt::format("training seq {}, global batch {} = {} micro-batches of {} per dp rank, {}, "

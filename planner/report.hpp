@@ -33,4 +33,10 @@ std::string check_summary(const Spec& spec, const Layout& layout, const MemoryEs
 
 std::string gib(std::int64_t bytes, int decimals = 2);
 
+// "network 50 GB/s per GPU per direction (8 x 400 Gb/s NICs per node / 8 GPUs)": the
+// inter-node bandwidth as the model uses it, and where it came from.
+std::string network_text(const Cluster& c);
+// {"inter_node_gbs_per_gpu", and "nics_per_node", "nic_gbps" when given so}
+nlohmann::json network_json(const Cluster& c);
+
 }  // namespace paraplan

@@ -13,6 +13,13 @@ const char* reject_name(int reason) {
   return reason == kRejectOom ? "out_of_memory" : invalid_name(Invalid(reason));
 }
 
+std::int64_t Plan::invalid() const {
+  std::int64_t n = 0;
+  for (int i = 0; i < kNumRejectReasons; ++i)
+    if (i != kRejectOom) n += rejected[i];
+  return n;
+}
+
 Candidate evaluate(const Spec& s, const Layout& l) {
   Candidate c;
   c.layout = l;
@@ -249,6 +256,15 @@ Plan make_plan(const Spec& s) {
     }
    }
   }
+  if (plan.feasible == 0) {
+    // Nothing fits: the closest first, by peak memory.
+    std::sort(plan.candidates.begin(), plan.candidates.end(), [](const Candidate& a, const Candidate& b) {
+      if (a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
+      return a.time.step_s < b.time.step_s;
+    });
+    plan.search_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return plan;
+  }
   std::sort(plan.candidates.begin(), plan.candidates.end(), [](const Candidate& a, const Candidate& b) {
     if (a.fits != b.fits) return a.fits;
     // A layout the time model cannot vouch for (StepTime::warnings) ranks
@@ -261,6 +277,63 @@ Plan make_plan(const Spec& s) {
   plan.search_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return plan;
+}
+
+namespace {
+
+// The spec on `gpus` GPUs: whole nodes, or one node of fewer GPUs.
+bool with_gpus(const Spec& s, int gpus, Spec* out) {
+  *out = s;
+  const int g = s.cluster.gpus_per_node;
+  if (gpus < g) {
+    out->cluster.gpus_per_node = gpus;
+    out->num_nodes = 1;
+    return true;
+  }
+  if (gpus % g) return false;
+  out->num_nodes = gpus / g;
+  return true;
+}
+
+}  // namespace
+
+Enough smallest_fitting_gpus(const Spec& s, double budget_s) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto over = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > budget_s; };
+  const int g = s.cluster.gpus_per_node;
+  const int now = s.num_gpus();
+  // fits(n): the fastest fitting layout on n GPUs, if any.
+  Enough found;
+  const auto fits = [&](int n, Enough* e) {
+    Spec t;
+    if (!with_gpus(s, n, &t)) return false;
+    const Plan p = make_plan(t);
+    if (!p.feasible) return false;
+    *e = {n, p.candidates[0].layout};
+    return true;
+  };
+  // Double from here (to whole nodes once past one node) until something fits.
+  std::int64_t lo = now, hi = 0;
+  for (std::int64_t n = 2 * std::int64_t(now); n <= kMaxGpus && !over(); n *= 2) {
+    const std::int64_t c = n > g ? (n + g - 1) / g * g : n;  // whole nodes past one node
+    if (c > kMaxGpus) break;
+    if (fits(int(c), &found)) {
+      hi = c;
+      break;
+    }
+    lo = c;
+  }
+  if (!hi) return {};
+  // Bisect between the last that did not fit and the first that did, over valid counts.
+  while (!over()) {
+    std::int64_t mid = lo + (hi - lo) / 2;
+    if (mid >= g) mid = mid / g * g;
+    if (mid <= lo || mid >= hi) break;
+    Enough e;
+    if (fits(int(mid), &e)) hi = mid, found = e;
+    else lo = mid;
+  }
+  return found;
 }
 
 }  // namespace paraplan

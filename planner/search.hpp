@@ -34,7 +34,21 @@ struct Plan {
   std::vector<int> pareto;            // indices into candidates: peak memory vs step time
   double search_seconds = 0;
   const Candidate* recommended() const { return feasible ? &candidates[0] : nullptr; }
+  // Layouts refused before estimation (every reason but out_of_memory), and all the search made:
+  // enumerated = evaluated + invalid; evaluated = feasible + rejected[out_of_memory].
+  std::int64_t invalid() const;
+  std::int64_t enumerated() const { return evaluated + invalid(); }
 };
+
+// When no layout fits: the smallest GPU count (whole nodes, or part of one
+// node) at which one does, the spec otherwise unchanged; 0 if none up to
+// kMaxGpus or within the time budget. Doubles, then bisects: memory per GPU
+// falls as GPUs are added, though divisibility makes it only roughly monotone.
+struct Enough {
+  int gpus = 0;
+  Layout layout;  // the fastest that fits there
+};
+Enough smallest_fitting_gpus(const Spec& spec, double budget_s = 3.0);
 
 // Evaluates one resolved layout (no allocation).
 Candidate evaluate(const Spec& spec, const Layout& layout);

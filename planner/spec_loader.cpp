@@ -190,11 +190,22 @@ Cluster cluster_from_yaml(const YAML::Node& node, const std::string& file,
   c.gpus_per_node = capped(r, "gpus_per_node", r.get_int("gpus_per_node", 1), 1024);
   for (const char* level : {"intra_node", "inter_node"}) {
     if (!r.has(level)) r.fail(level, "missing required key");
-    const MapReader l(r.child(level), file, prefix + level + ".",
-                      {"bandwidth_gbs", "latency_us", "efficiency"});
     const bool intra = std::string(level) == "intra_node";
+    const MapReader l = intra ? MapReader(r.child(level), file, prefix + level + ".",
+                                          {"bandwidth_gbs", "latency_us", "efficiency"})
+                              : MapReader(r.child(level), file, prefix + level + ".",
+                                          {"bandwidth_gbs", "nics_per_node", "nic_gbps", "latency_us", "efficiency"});
     Link& link = intra ? c.intra_node : c.inter_node;
-    link.bandwidth_gbs = l.get_number("bandwidth_gbs", 1e-9, kMaxRate, true);
+    if (!intra && (l.has("nics_per_node") || l.has("nic_gbps"))) {
+      // A node's NICs as the datasheet gives them (ConnectX-7: 400 Gb/s), shared by its GPUs.
+      if (l.has("bandwidth_gbs"))
+        l.fail("bandwidth_gbs", "give bandwidth_gbs (GB/s per GPU) or nics_per_node and nic_gbps, not both");
+      link.nics_per_node = capped(l, "nics_per_node", l.get_int("nics_per_node", 1), 1024);
+      link.nic_gbps = l.get_number("nic_gbps", 1e-9, kMaxRate, true);
+      link.bandwidth_gbs = link.nics_per_node * link.nic_gbps / 8 / c.gpus_per_node;
+    } else {
+      link.bandwidth_gbs = l.get_number("bandwidth_gbs", 1e-9, kMaxRate, true);
+    }
     link.latency_us = l.get_number("latency_us", 0, kMaxLatencyUs, true);
     double& eff = intra ? c.intra_comm_efficiency : c.inter_comm_efficiency;
     eff = l.opt_number("efficiency", eff, 1e-6, 1.0, true);

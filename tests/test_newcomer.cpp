@@ -15,6 +15,8 @@ using nlohmann::json;
 
 namespace {
 
+std::string fmt_count(const std::string& prefix, std::int64_t n) { return prefix + std::to_string(n) + " layouts in "; }
+
 void write(const fs::path& p, const std::string& text) {
   fs::create_directories(p.parent_path());
   std::ofstream(p) << text;
@@ -190,4 +192,106 @@ TEST_CASE("catalog lookups and the default batch, by hand", "[newcomer]") {
   // GPT-3's learned position table has 2048 rows: the default sequence stops there.
   CHECK(default_seq_length(resolve_model("gpt3-175b", "--model")) == 2048);
   CHECK(default_seq_length(resolve_model("llama-2-7b", "--model")) == 4096);
+}
+
+TEST_CASE("plan names the spec's search constraints and its counts add up", "[newcomer][plan][cli]") {
+  TempDir dir;
+  const std::string spec = "@SRC@/configs/examples/llama3.1-70b-h100-64.yaml";  // search: tp [4, 8], pp [2, 4, 8], ...
+  Result r = run_paraplan({"plan", spec, "--top", "3"}, dir.path());
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("search limited by the spec's search: ") != std::string::npos);
+  CHECK(r.out.find("tp [4, 8]") != std::string::npos);
+  CHECK(r.out.find("pp [2, 4, 8]") != std::string::npos);
+  CHECK(r.out.find("recompute [none, selective, full]") != std::string::npos);
+  r = run_paraplan({"plan", spec, "--format", "json"}, dir.path());
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  CHECK(j["constraints"]["tp"] == json::array({4, 8}));
+  CHECK(j["constraints"]["zero"] == json::array({1, 2, 3}));
+  // enumerated = evaluated + invalid; evaluated = fit + out of memory; invalid = the other reasons.
+  std::int64_t invalid = 0;
+  for (const auto& [k, v] : j["rejected"].items())
+    if (k != "out_of_memory") invalid += v.get<std::int64_t>();
+  CHECK(j["invalid"].get<std::int64_t>() == invalid);
+  CHECK(j["enumerated"].get<std::int64_t>() == j["evaluated"].get<std::int64_t>() + invalid);
+  CHECK(j["evaluated"].get<std::int64_t>() ==
+        j["feasible"].get<std::int64_t>() + j["rejected"]["out_of_memory"].get<std::int64_t>());
+  // The same numbers in the text's last lines.
+  r = run_paraplan({"plan", spec}, dir.path());
+  CHECK(r.out.find(fmt_count("enumerated ", j["enumerated"].get<std::int64_t>())) != std::string::npos);
+  CHECK(r.out.find(std::to_string(j["evaluated"].get<std::int64_t>()) + " evaluated (" +
+                   std::to_string(j["feasible"].get<std::int64_t>()) + " fit, " +
+                   std::to_string(j["rejected"]["out_of_memory"].get<std::int64_t>()) + " out of memory), " +
+                   std::to_string(invalid) + " invalid") != std::string::npos);
+  // A spec without search: says nothing about constraints.
+  r = run_paraplan({"plan", "--model", "llama-3.1-8b", "--gpus", "8", "--gpu", "h100"}, dir.path());
+  CHECK(r.out.find("search limited") == std::string::npos);
+}
+
+TEST_CASE("when nothing fits plan lists the closest by memory and the smallest GPU count that fits", "[newcomer][plan][cli]") {
+  TempDir dir;
+  // Llama-3.1-70B with Adam on one node: 70.6e9 params x 16 B of model state = 1.05 TiB > 8 x 80 GiB.
+  Result r = run_paraplan({"plan", "--model", "llama-3.1-70b", "--gpus", "8", "--gpu", "h100", "--format", "json",
+                           "--top", "20"},
+                          dir.path());
+  REQUIRE(r.code == 0);
+  json j = json::parse(r.out);
+  CHECK(j["recommended"].is_null());
+  const json& c = j["candidates"];
+  REQUIRE(c.size() == 20);
+  for (size_t i = 1; i < c.size(); ++i)
+    CHECK(c[i - 1]["peak_memory_bytes"].get<std::int64_t>() <= c[i]["peak_memory_bytes"].get<std::int64_t>());
+  CHECK(j["nothing_fits"]["closest"] == c[0]["layout"]);
+  const int gpus = j["nothing_fits"]["smallest_gpus_that_fit"].get<int>();
+  CHECK(gpus % 8 == 0);
+  CHECK(gpus > 8);
+  // At that count a plan recommends something; one node fewer, nothing fits.
+  r = run_paraplan({"plan", "--model", "llama-3.1-70b", "--gpus", std::to_string(gpus), "--gpu", "h100",
+                    "--global-batch-size", "1024", "--format", "json"},
+                   dir.path());
+  REQUIRE(r.code == 0);
+  CHECK(json::parse(r.out)["recommended"].is_object());
+  r = run_paraplan({"plan", "--model", "llama-3.1-70b", "--gpus", std::to_string(gpus - 8), "--gpu", "h100",
+                    "--global-batch-size", "1024", "--format", "json"},
+                   dir.path());
+  REQUIRE(r.code == 0);
+  CHECK(json::parse(r.out)["recommended"].is_null());
+  r = run_paraplan({"plan", "--model", "llama-3.1-70b", "--gpus", "8", "--gpu", "h100"}, dir.path());
+  CHECK(r.out.find("no layout fits: the closest, ") != std::string::npos);
+  CHECK(r.out.find("The smallest GPU count that fits: " + std::to_string(gpus) + " GPUs = " + std::to_string(gpus / 8) +
+                   " nodes of 8 (--gpus " + std::to_string(gpus) + ")") != std::string::npos);
+  CHECK(r.out.find("The table lists the closest first, by peak memory.") != std::string::npos);
+}
+
+TEST_CASE("a network given as NICs per node and Gb/s is converted to GB/s per GPU and shown", "[newcomer][spec]") {
+  TempDir dir;
+  // One 100 GbE NIC shared by 8 GPUs: 1 x 100 Gb/s / 8 bits / 8 GPUs = 1.5625 GB/s per GPU, not 12.5.
+  write(dir.path() / "c.yaml",
+        "name: one-nic\ngpu: {name: H100, memory_gib: 80, peak_tflops_bf16: 989, hbm_bandwidth_gbs: 3350}\n"
+        "gpus_per_node: 8\nintra_node: {bandwidth_gbs: 450, latency_us: 3}\n"
+        "inter_node: {nics_per_node: 1, nic_gbps: 100, latency_us: 14}\n");
+  write(dir.path() / "s.yaml",
+        "model: llama-3.1-8b\ncluster: c.yaml\nnum_nodes: 2\ntraining: {seq_length: 4096, global_batch_size: 256}\n"
+        "layout: dp=16,zero=1,mbs=1,recompute=full\n");
+  Result r = run_paraplan({"explain", "s.yaml", "--format", "json"}, dir.path());
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  CHECK(j["network"]["inter_node_gbs_per_gpu"].get<double>() == 1.5625);
+  CHECK(j["network"]["nics_per_node"] == 1);
+  CHECK(j["network"]["nic_gbps"] == 100.0);
+  r = run_paraplan({"explain", "s.yaml"}, dir.path());
+  CHECK(r.out.find("network 1.562 GB/s per GPU per direction (1 x 100 Gb/s NICs per node / 8 GPUs)") != std::string::npos);
+  // The shipped DGX H100: 8 x 400 Gb/s ConnectX-7 = 50 GB/s per GPU.
+  r = run_paraplan({"gpus", "--format", "json"}, dir.path());
+  for (const json& g : json::parse(r.out))
+    if (g["name"] == "h100") CHECK(g["inter_node_gbs_per_gpu"].get<double>() == 50.0);
+  // Both forms at once is an error naming the field.
+  write(dir.path() / "c.yaml",
+        "name: x\ngpu: {name: H100, memory_gib: 80, peak_tflops_bf16: 989, hbm_bandwidth_gbs: 3350}\n"
+        "gpus_per_node: 8\nintra_node: {bandwidth_gbs: 450, latency_us: 3}\n"
+        "inter_node: {bandwidth_gbs: 12.5, nics_per_node: 1, nic_gbps: 100, latency_us: 14}\n");
+  r = run_paraplan({"explain", "s.yaml"}, dir.path());
+  CHECK(r.code == 2);
+  CHECK(r.err.find("inter_node.bandwidth_gbs: give bandwidth_gbs (GB/s per GPU) or nics_per_node and nic_gbps, not both") !=
+        std::string::npos);
 }
