@@ -158,6 +158,8 @@ struct Training {
   Framework framework = Framework::kMegatron;
   int seq_length = 0;
   int global_batch_size = 0;  // sequences per optimizer step
+  // False when the spec left them out and the loader chose (planner/spec_inputs.hpp defaults).
+  bool seq_length_given = true, global_batch_size_given = true;
   DType precision = DType::kBf16;
   DType grad_dtype = DType::kBf16;
   OptimizerKind optimizer = OptimizerKind::kAdam;

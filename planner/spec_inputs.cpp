@@ -43,6 +43,25 @@ void apply_gpus(Spec* s, int gpus, bool per_node_given) {
   s->num_nodes = gpus / g;
 }
 
+// A model file given where a plan spec goes (`paraplan plan config.json`):
+// say what to run instead of "architectures: unknown key".
+void refuse_model_as_spec(const std::string& path) {
+  std::string text;
+  try {
+    text = read_text_file(path);
+  } catch (const SpecError&) {
+    return;  // load_spec_file says why
+  }
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  const bool json = first != std::string::npos && text[first] == '{';
+  const bool yaml_model = text.find("\nnum_layers:") != std::string::npos || text.rfind("num_layers:", 0) == 0;
+  const bool has_model = text.find("\nmodel:") != std::string::npos || text.rfind("model:", 0) == 0;
+  if (json || (yaml_model && !has_model))
+    throw SpecError(path, 0, "", std::string("is a model (") + (json ? "a HuggingFace config.json" : "a model YAML") +
+                                     "), not a plan spec; run e.g. paraplan plan --model " + path +
+                                     " --gpus 8 --gpu h100 (paraplan gpus lists the GPUs)");
+}
+
 }  // namespace
 
 ResolvedSpec resolve_spec(const SpecInputs& in) {
@@ -62,6 +81,7 @@ ResolvedSpec resolve_spec(const SpecInputs& in) {
     s.num_nodes = 1;
     s.training = default_training(s.model);
   } else {
+    refuse_model_as_spec(in.spec);
     s = load_spec_file(in.spec);
     if (!in.model.empty()) s.model = resolve_model(in.model, "--model");
     if (!in.gpu.empty()) s.cluster = resolve_cluster(in.gpu, "--gpu");
@@ -88,15 +108,17 @@ ResolvedSpec resolve_spec(const SpecInputs& in) {
   }
   if (in.gbs) s.training.global_batch_size = *in.gbs;
   if (in.spec.empty()) {
-    // Training settings no spec gave: the defaults, said in the report.
-    if (!in.seq) {
-      s.training.seq_length = default_seq_length(s.model);
-      r.defaults["seq_length"] = s.training.seq_length;
-    }
-    if (!in.gbs) {
-      s.training.global_batch_size = default_global_batch(s.training.seq_length, s.num_gpus());
-      r.defaults["global_batch_size"] = s.training.global_batch_size;
-    }
+    s.training.seq_length_given = s.training.global_batch_size_given = false;
+    if (!in.seq) s.training.seq_length = default_seq_length(s.model);
+  }
+  // Sequence and batch no spec or flag gave: the defaults, said in the report.
+  if (!in.seq && !s.training.seq_length_given) r.defaults["seq_length"] = s.training.seq_length;
+  if (!in.gbs && !s.training.global_batch_size_given) {
+    // After --gpus / --nodes: a multiple of the GPU count the run has.
+    s.training.global_batch_size = default_global_batch(s.training.seq_length, s.num_gpus());
+    r.defaults["global_batch_size"] = s.training.global_batch_size;
+  }
+  if (in.spec.empty()) {
     r.defaults["precision"] = dtype_name(s.training.precision);
     r.defaults["optimizer"] = optimizer_name(s.training.optimizer);
     r.defaults["framework"] = framework_name(s.training.framework);

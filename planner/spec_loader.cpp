@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "planner/catalog.hpp"
+#include "planner/spec_inputs.hpp"
 #include "planner/yaml_reader.hpp"
 
 namespace paraplan {
@@ -236,19 +237,23 @@ Cluster load_cluster_file(const std::string& path) {
 
 namespace {
 
-void load_training(const MapReader& top, const std::string& file, const Model& m, Training* t) {
-  if (!top.has("training")) top.fail("training", "missing required key");
-  const MapReader r(top.child("training"), file, "training.",
+void load_training(const MapReader& top, const std::string& file, const Model& m, int num_gpus, Training* t) {
+  // No training: map, or one without seq_length / global_batch_size: the defaults (said in the report).
+  const MapReader r(top.has("training") ? top.child("training") : YAML::Node(YAML::NodeType::Map), file, "training.",
                     {"seq_length", "global_batch_size", "precision", "grad_dtype", "optimizer",
                      "optimizer_state_bytes", "flash_attention", "grad_bucket_params",
                      "overlap_dp_comm", "framework", "fp8", "fp8_param_gather", "pipeline_scatter_gather",
                      "gradient_accumulation_fusion", "tp_comm_overlap", "grad_reduce_dtype"});
   t->framework = Framework(r.opt_choice("framework", int(Framework::kMegatron),
                                         {"megatron", "deepspeed", "fsdp", "nanotron", "paraplan"}));
-  t->seq_length = capped(r, "seq_length", r.get_int("seq_length", 1), kMaxSeq);
+  t->seq_length_given = r.has("seq_length");
+  t->seq_length = t->seq_length_given ? capped(r, "seq_length", r.get_int("seq_length", 1), kMaxSeq) : default_seq_length(m);
   if (t->seq_length > max_seq_length(m))
     r.fail("seq_length", seq_length_limit_message(m));
-  t->global_batch_size = capped(r, "global_batch_size", r.get_int("global_batch_size", 1), kMaxBatch);
+  t->global_batch_size_given = r.has("global_batch_size");
+  t->global_batch_size = t->global_batch_size_given
+                             ? capped(r, "global_batch_size", r.get_int("global_batch_size", 1), kMaxBatch)
+                             : default_global_batch(t->seq_length, num_gpus);
   t->precision = DType(r.opt_choice("precision", 0, {"bf16", "fp16", "fp32"}));
   // Default gradients: the compute precision (16-bit grads as in the ZeRO paper).
   t->grad_dtype_given = r.has("grad_dtype");
@@ -338,7 +343,7 @@ Training default_training(const Model& m) {
   const YAML::Node root = YAML::Load("training: {seq_length: 1, global_batch_size: 1}");
   const MapReader r(root, "defaults", "", {"training"});
   Training t;
-  load_training(r, "defaults", m, &t);
+  load_training(r, "defaults", m, 1, &t);
   return t;
 }
 
@@ -354,7 +359,7 @@ Spec load_spec_text(const std::string& text, const std::string& path) {
   s.cluster = load_part<Cluster>(r, "cluster", path, load_cluster_file, cluster_from_yaml, builtin_cluster,
                                  builtin_gpu_names());
   s.num_nodes = capped(r, "num_nodes", r.get_int("num_nodes", 1), kMaxGpus / s.cluster.gpus_per_node);
-  load_training(r, path, s.model, &s.training);
+  load_training(r, path, s.model, s.num_gpus(), &s.training);
   if (s.training.fp8 && s.cluster.gpu.peak_tflops_fp8 <= 0)
     throw SpecError(path, 0, "training.fp8",
                     "GPU " + s.cluster.gpu.name + " has no FP8 peak (cluster gpu.peak_tflops_fp8); FP8 needs Hopper or later");

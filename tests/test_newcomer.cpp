@@ -295,3 +295,31 @@ TEST_CASE("a network given as NICs per node and Gb/s is converted to GB/s per GP
   CHECK(r.err.find("inter_node.bandwidth_gbs: give bandwidth_gbs (GB/s per GPU) or nics_per_node and nic_gbps, not both") !=
         std::string::npos);
 }
+
+TEST_CASE("a spec may leave out training: (defaults said) and a model file given as SPEC says what to run", "[newcomer][cli]") {
+  TempDir dir;
+  write(dir.path() / "s.yaml", "model: llama-2-7b\ncluster: h100\nnum_nodes: 2\n");
+  Result r = run_paraplan({"plan", "s.yaml", "--format", "json", "--top", "1"}, dir.path());
+  REQUIRE(r.code == 0);
+  json j = json::parse(r.out);
+  CHECK(j["defaults"]["seq_length"] == 4096);
+  CHECK(j["defaults"]["global_batch_size"] == 1024);  // 4 Mi tokens / 4096, a multiple of 16 GPUs
+  CHECK_FALSE(j["defaults"].contains("framework"));  // a spec's framework default is the schema's, not a guess
+  // --nodes changes the GPU count the default batch is rounded to: 4 Mi / 4096 = 1024 -> next multiple of 24 is 1032.
+  r = run_paraplan({"plan", "s.yaml", "--nodes", "3", "--format", "json", "--top", "1"}, dir.path());
+  REQUIRE(r.code == 0);
+  CHECK(json::parse(r.out)["defaults"]["global_batch_size"] == 1032);
+  // A given seq_length is not a default; the batch still is.
+  write(dir.path() / "s.yaml", "model: llama-2-7b\ncluster: h100\nnum_nodes: 1\ntraining: {seq_length: 2048}\n");
+  r = run_paraplan({"plan", "s.yaml", "--format", "json", "--top", "1"}, dir.path());
+  REQUIRE(r.code == 0);
+  j = json::parse(r.out);
+  CHECK_FALSE(j["defaults"].contains("seq_length"));
+  CHECK(j["defaults"]["global_batch_size"] == 2048);  // 4 Mi / 2048
+
+  for (const char* model : {"@SRC@/tests/data/hf/gpt2/config.json", "@SRC@/configs/models/llama-2-7b.yaml"}) {
+    r = run_paraplan({"plan", model}, dir.path());
+    CHECK(r.code == 2);
+    CHECK(r.err.find("not a plan spec; run e.g. paraplan plan --model ") != std::string::npos);
+  }
+}
