@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs paraplan's build dependencies (Debian bookworm packages) when any
 # is missing, then configures and builds paraplan into build/.
+# --packages-only: install, do not build (scripts/quickstart.sh builds only the CLI).
 # Run as root, or as a user with sudo (used only when something must be installed).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -45,5 +46,6 @@ else
   echo "setup.sh: all ${#packages[@]} packages present"
 fi
 
+[[ ${1:-} == --packages-only ]] && exit 0
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j"$(nproc)"
