@@ -271,14 +271,16 @@ std::string render_plan(Format f, const Spec& s, const Plan& p, int top, const j
     }
   }
   if (md) o += "| # | layout | fits | peak GiB | step s | tokens/s | MFU | bubble % | exposed comm % |\n|---:|---|---|---:|---:|---:|---:|---:|---:|\n";
-  else
-    o += fmt::format("{:>4}  {:<72} {:>4} {:>9} {:>9} {:>11} {:>6} {:>8} {:>8}\n", "#", "layout", "fits",
+  size_t width = 72;  // the layout column: as wide as the longest layout shown
+  for (int i = 0; i < n; ++i) width = std::max(width, to_string(p.candidates[i].layout).size());
+  if (!md)
+    o += fmt::format("{:>4}  {:<{}} {:>4} {:>9} {:>9} {:>11} {:>6} {:>8} {:>8}\n", "#", "layout", width, "fits",
                      "peak GiB", "step s", "tokens/s", "MFU%", "bubble%", "comm%");
   for (int i = 0; i < n; ++i) {
     const Candidate& c = p.candidates[i];
-    const std::string row = md ? "| {} | `{}` | {} | {} | {:.3f} | {:.0f} | {:.1f} | {:.1f} | {:.1f} |\n"
-                               : "{:>4}  {:<72} {:>4} {:>9} {:>9.3f} {:>11.0f} {:>6.1f} {:>8.1f} {:>8.1f}\n";
-    o += fmt::format(fmt::runtime(row), i + 1, to_string(c.layout), c.fits ? "yes" : "OOM",
+    const std::string row = md ? "| {} | `{:<{}}` | {} | {} | {:.3f} | {:.0f} | {:.1f} | {:.1f} | {:.1f} |\n"
+                               : "{:>4}  {:<{}} {:>4} {:>9} {:>9.3f} {:>11.0f} {:>6.1f} {:>8.1f} {:>8.1f}\n";
+    o += fmt::format(fmt::runtime(row), i + 1, to_string(c.layout), md ? 0 : width, c.fits ? "yes" : "OOM",
                      gib(c.peak_bytes), c.time.step_s, c.time.tokens_per_s, 100 * c.time.mfu,
                      100 * c.time.bubble_fraction, 100 * c.time.exposed_comm_fraction);
   }
