@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "planner/launch.hpp"
+#include "planner/progress.hpp"
 #include "planner/spec_error.hpp"
 #include "validate/backend.hpp"
 
@@ -137,33 +138,51 @@ int local_rank(int rank) {
 
 // GEMMs (both dtypes), copies and the non-GEMM work (the precision's) on this rank.
 // `world`: all ranks (null for one), so that they start each step case together.
-RankSamples measure_compute(Device& dev, MemoryResource& mem, DType precision, bool quick,
-                            Communicator* world = nullptr, const std::function<Groups(int, int)>& groups = {}) {
+// What is being measured, for the progress line: "[k/n] what".
+using Phase = std::function<void(const std::string&)>;
+
+RankSamples measure_compute(Device& dev, MemoryResource& mem, DType precision, bool quick, const Phase& phase,
+                            int phases, Communicator* world = nullptr,
+                            const std::function<Groups(int, int)>& groups = {}) {
   RankSamples r;
   const std::vector<GemmCase> cases = gemm_cases(quick);
+  int k = 0;
+  const auto say = [&](const std::string& what) {
+    if (phase) phase(fmt::format("[{}/{}] {}", ++k, phases, what));
+  };
   for (DType t : {DType::kBf16, DType::kFp32}) {
+    say(fmt::format("{} GEMMs ({} shapes)", dtype_name(t), cases.size()));
     auto s = measure_gemms(dev, mem, cases, t, timing(quick));
     r.gemm.insert(r.gemm.end(), s.begin(), s.end());
   }
+  say("memory copies");
   r.copies = measure_copies(dev, mem, copy_sizes(quick), precision, timing(quick));
+  say("memory-bound kernels");
   r.work = measure_work(dev, mem, work_cases(quick), precision, timing(quick));
+  say("training steps");
   r.steps = measure_steps(dev, mem, step_cases(quick), precision, timing(quick), world, groups);
   return r;
 }
+constexpr int kComputePhases = 5;  // bf16 GEMMs, fp32 GEMMs, copies, kernels, steps
 
 RankSamples measure_compute(Backend b, DType precision, bool quick) {
   auto dev = make_device(b, 0);
   auto mem = make_memory(b, 0);
-  return measure_compute(*dev, *mem, precision, quick);
+  ProgressLine progress("calibrate");
+  RankSamples r = measure_compute(*dev, *mem, precision, quick, [&](const std::string& p) { progress.update(p); },
+                                  kComputePhases);
+  progress.finish();
+  return r;
 }
 
 // Collectives over groups of every size g (2 ≤ g ≤ min(world, 8), g dividing
 // the world), all groups of one size at once; rank 0's group is reported.
 std::vector<CollectiveSample> measure_comm(Backend b, Device& dev, MemoryResource& mem, int rank, int world,
-                                           DType precision, bool quick) {
+                                           DType precision, bool quick, const Phase& phase = {}) {
   std::vector<CollectiveSample> out;
   for (int g = 2; g <= std::min(world, 8); ++g) {
     if (world % g) continue;
+    if (phase) phase(fmt::format("[{}/{}] collectives in groups of {}", kComputePhases + 1, kComputePhases + 1, g));
     Groups groups = make_groups(b, rank, g, world / g, 1, false);
     for (bool in_step : {false, true}) {
       auto s = measure_collectives(*groups.tp, dev, mem,
@@ -297,9 +316,13 @@ int run_worker(CalibrateOptions& o, Backend b, std::ostream& out) {
     auto dev = make_device(b, local_rank(rank));
     auto mem = make_memory(b, local_rank(rank));
     Groups all = make_groups(b, rank, 1, world, 1, false);
-    mine = measure_compute(*dev, *mem, precision, o.quick, all.world.get(),
+    // Rank 0 says what it measures in the result folder; the launcher shows it.
+    const Phase phase = [&](const std::string& p) {
+      if (rank == 0 && !o.result_dir.empty()) std::ofstream(o.result_dir + "/progress") << p;
+    };
+    mine = measure_compute(*dev, *mem, precision, o.quick, phase, kComputePhases + (world > 1), all.world.get(),
                            [&](int tp, int dp) { return make_groups(b, rank, tp, dp, 1, false); });
-    mine.collectives = measure_comm(b, *dev, *mem, rank, world, precision, o.quick);
+    mine.collectives = measure_comm(b, *dev, *mem, rank, world, precision, o.quick, phase);
   } catch (const std::exception& e) {
     // The other ranks would wait forever in their next collective: stop them all.
     std::cerr << "paraplan: error: calibrate rank " << rank << ": " << e.what() << "\n";
@@ -340,8 +363,13 @@ RankSamples launch(const CalibrateOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   int status = 0;
   bool timed_out = false;
+  ProgressLine progress(fmt::format("calibrate on {} ranks", o.ranks));
   while (waitpid(pid, &status, WNOHANG) != pid) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (progress.enabled()) {
+      const std::string p = read_file(dir + "/progress");
+      progress.update(p.empty() ? "starting" : p);
+    }
     if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > o.timeout_s) {
       stop_mpirun(pid, &status);
       timed_out = true;
@@ -349,6 +377,7 @@ RankSamples launch(const CalibrateOptions& o) {
     }
   }
   mpirun_ended();
+  progress.finish();
   const fs::path result = fs::path(dir) / "samples.json";
   RankSamples r;
   std::string failure;

@@ -24,6 +24,7 @@
 
 #include "costmodel/memory.hpp"
 #include "planner/launch.hpp"
+#include "planner/progress.hpp"
 #include "planner/layout_source.hpp"
 #include "planner/spec_error.hpp"
 #include "planner/spec_loader.hpp"
@@ -198,9 +199,15 @@ int run_emulated(const Resolved& r, const ValidateOptions& o, std::ostream& out)
   Groups g = make_local_groups(dev.get(), rank, r.layout.tp, r.layout.dp, r.layout.pp, r.spec.model.tie_embeddings);
   RunConfig c = run_config(r, o, rank);
   c.emulated = true;
+  ProgressLine progress(fmt::format("validate rank {} of {}", rank, r.layout.gpus()));
+  c.progress = [&](const std::string& what) {
+    const int step = progress_step(what);
+    if (step >= 0) progress.update(fmt::format("step {}/{}", step + 1, o.steps));
+  };
   RankResult res;
   try {
     res = run_rank(c, *dev, alloc, g);
+    progress.finish();
   } catch (const OutOfMemory& e) {
     std::cerr << "paraplan: " << oom_line(rank, e) << "\n";
     return 1;
@@ -341,6 +348,7 @@ int launch(const Resolved& r, ValidateOptions& o, std::ostream& out) {
   std::vector<std::chrono::steady_clock::time_point> last_change(std::size_t(n), t0);
   int wstatus = 0;
   std::string failure;
+  ProgressLine progress(fmt::format("validate {} on {} ranks", to_string(r.layout), n));
   for (;;) {
     const pid_t w = waitpid(pid, &wstatus, WNOHANG);
     if (w == pid) break;
@@ -352,8 +360,14 @@ int launch(const Resolved& r, ValidateOptions& o, std::ostream& out) {
     int worst = -1;
     RankStatus worst_s;
     double idle = 1e300;
+    int step = -1, started = 0;  // the slowest rank's step, for the progress line
     for (int i = 0; i < n; ++i) {
       RankStatus s = rank_status(dir, i);
+      if (s.seen) {
+        ++started;
+        const int k = s.text == "done" ? o.steps - 1 : progress_step(s.text);
+        if (k >= 0) step = step < 0 ? k : std::min(step, k);
+      }
       if (s.count != last_count[i]) last_count[i] = s.count, last_change[i] = now;
       if (!s.seen || s.text == "done") continue;
       idle = std::min(idle, std::chrono::duration<double>(now - last_change[i]).count());
@@ -366,6 +380,8 @@ int launch(const Resolved& r, ValidateOptions& o, std::ostream& out) {
           (stopped == worst_stopped && (s.at_ms < worst_s.at_ms || (s.at_ms == worst_s.at_ms && s.count < worst_s.count))))
         worst = i, worst_s = s;
     }
+    progress.update(started < n || step < 0 ? fmt::format("starting ({} of {} ranks up)", started, n)
+                                            : fmt::format("step {}/{}", step + 1, o.steps));
     std::string why;
     if (worst >= 0 && idle < 1e300 && idle > o.stall_timeout_s)
       why = fmt::format("rank {} stalled: no progress for {:.0f} s (last at: {})", worst, idle, worst_s.text);
@@ -380,6 +396,7 @@ int launch(const Resolved& r, ValidateOptions& o, std::ostream& out) {
     }
   }
   mpirun_ended();
+  progress.finish();
   auto cleanup = [&] {
     remove_on_signal("");
     fs::remove_all(dir);

@@ -8,6 +8,7 @@
 
 #include "cli_runner.hpp"
 #include "planner/catalog.hpp"
+#include "planner/progress.hpp"
 #include "planner/spec_inputs.hpp"
 
 using namespace paraplan::test;
@@ -322,4 +323,51 @@ TEST_CASE("a spec may leave out training: (defaults said) and a model file given
     CHECK(r.code == 2);
     CHECK(r.err.find("not a plan spec; run e.g. paraplan plan --model ") != std::string::npos);
   }
+}
+
+namespace {
+
+// Runs paraplan on a pseudo-terminal (util-linux script), as a user at a
+// terminal would: returns everything the terminal showed.
+std::string on_terminal(const std::string& args, const fs::path& dir, const std::string& env = "") {
+  const fs::path out = dir / "terminal.out";
+  const std::string cmd = "cd " + shell_quote(dir.string()) + " && " + env + " timeout 120 script -qec " +
+                          shell_quote(shell_quote(PARAPLAN_BINARY) + " " + args) + " /dev/null > " +
+                          shell_quote(out.string()) + " 2>&1 </dev/null";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  return read_file(out);
+}
+
+}  // namespace
+
+TEST_CASE("validate and calibrate show progress on a terminal and nothing when not on one", "[newcomer][cli][mpi]") {
+  using paraplan::progress_step;
+  CHECK(progress_step("step 2 F chunk 0 mb 3") == 2);
+  CHECK(progress_step("step 0 B chunk 1 mb 0 layer 3") == 0);
+  CHECK(progress_step("done") == -1);
+  TempDir dir;
+  const std::string spec = shell_quote(std::string(PARAPLAN_SOURCE_DIR) + "/configs/examples/tiny-cpu.yaml");
+  // Two ranks under mpirun: the launcher shows the slowest rank's step.
+  std::string t = on_terminal("validate " + spec + " --layout dp=2 --steps 3", dir.path());
+  CHECK(t.find("on 2 ranks: step 3/3") != std::string::npos);
+  CHECK(t.find("2 rank(s) measured, 3 step(s)") != std::string::npos);  // the report follows
+  // One emulated rank, in process.
+  t = on_terminal("validate " + spec + " --layout dp=2 --steps 2 --emulate-rank 1", dir.path());
+  CHECK(t.find("validate rank 1 of 2: step 2/2") != std::string::npos);
+  // calibrate: one line per phase.
+  t = on_terminal("calibrate --quick --ranks 1 --output cal.yaml", dir.path());
+  CHECK(t.find("calibrate: [1/5] bf16 GEMMs") != std::string::npos);
+  CHECK(t.find("calibrate: [5/5] training steps") != std::string::npos);
+  // PARAPLAN_PROGRESS=0 on a terminal, and any run whose stderr is not a terminal: no progress.
+  t = on_terminal("calibrate --quick --ranks 1 --output cal.yaml", dir.path(), "PARAPLAN_PROGRESS=0");
+  CHECK(t.find("[1/5]") == std::string::npos);
+  Result r = run_paraplan({"validate", std::string(PARAPLAN_SOURCE_DIR) + "/configs/examples/tiny-cpu.yaml", "--layout",
+                           "dp=2", "--steps", "2"},
+                          dir.path());
+  CHECK(r.code == 0);
+  CHECK(r.err.find("step 1/2") == std::string::npos);
+  CHECK(r.err.find('\r') == std::string::npos);
+  r = run_paraplan({"calibrate", "--quick", "--ranks", "1", "--output", "cal.yaml"}, dir.path());
+  CHECK(r.code == 0);
+  CHECK(r.err.find("[1/5]") == std::string::npos);
 }
