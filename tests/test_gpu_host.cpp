@@ -6,12 +6,15 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdio>
+#include <string>
 #include <cmath>
 #include <map>
 #include <random>
 #include <set>
 #include <vector>
 
+#include "validate/backend.hpp"
 #include "validate/cpu/cpu_device.hpp"
 #include "validate/phase_timer.hpp"
 #include "validate/gpu/pool_core.hpp"
@@ -471,4 +474,29 @@ TEST_CASE("phase timer: the steady clock measures host time", "[gpu-host]") {
   t.collect();
   CHECK(t.total("spin").ms >= 0);
   CHECK(t.total("spin").count == 1);
+}
+
+TEST_CASE("gpu module: paraplan loads CUDA only for a GPU run and the module resolves against the executable",
+          "[gpu-host]") {
+  // The CLI does not link CUDA, cuBLAS or NCCL (cuBLASLt alone is 540 MB to map per process).
+  const std::string ldd = std::string("ldd ") + PARAPLAN_BINARY + " 2>&1";
+  std::string libs;
+  if (FILE* p = ::popen(ldd.c_str(), "r")) {
+    char buf[512];
+    while (std::fgets(buf, sizeof buf, p)) libs += buf;
+    ::pclose(p);
+  }
+  REQUIRE_FALSE(libs.empty());
+  CHECK(libs.find("libcublas") == std::string::npos);
+  CHECK(libs.find("libcudart") == std::string::npos);
+  CHECK(libs.find("libnccl") == std::string::npos);
+  std::string why;
+#ifdef PARAPLAN_HAVE_CUDA
+  // Built with CUDA: the module loads here (no GPU needed to load it), every symbol resolved.
+  INFO(why);
+  CHECK(paraplan::validate::gpu_module_loadable(&why));
+#else
+  CHECK_FALSE(paraplan::validate::gpu_module_loadable(&why));
+  CHECK(why == "this paraplan was built without CUDA");
+#endif
 }

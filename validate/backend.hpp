@@ -19,6 +19,9 @@ bool parse_backend(const std::string& s, Backend* out);
 // Backends compiled into this binary, e.g. {"cpu"} or {"cpu", "gpu"}.
 std::vector<std::string> available_backends();
 bool backend_available(Backend b);
+// The GPU backend is a module loaded at its first use (validate/gpu/gpu_module.cpp):
+// whether it loads here, and if not why (built without CUDA, library missing, ...).
+bool gpu_module_loadable(std::string* why);
 
 // Kernels and raw memory of a backend. For the GPU backend `local_rank`
 // picks the device (rank within the node).
