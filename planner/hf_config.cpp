@@ -80,9 +80,21 @@ Model model_from_hf_json(const std::string& text, const std::string& file) {
   if (!j.is_object()) throw SpecError(file, 0, "", "expected a JSON object (HuggingFace config.json)");
   const HfReader r{j, file};
   const std::string type = r.get_string("model_type", "");
-  if (j.contains("num_local_experts") || j.contains("num_experts") || type == "mixtral")
-    r.fail("model_type", "mixture-of-experts models ('" + type +
-                             "') are not modelled yet; expected a dense decoder");
+  // Mixture-of-experts and multi-latent attention are not modelled yet (issue 16):
+  // refused by any key that says so, so that e.g. DeepSeek-V3 (n_routed_experts,
+  // q_lora_rank) is never read as a dense 38.6 B model when it has 671 B.
+  for (const char* k : {"num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size",
+                        "num_experts_per_tok", "shared_expert_intermediate_size", "n_shared_experts",
+                        "moe_layer_freq", "decoder_sparse_step", "first_k_dense_replace"})
+    if (j.contains(k))
+      r.fail(k, "mixture-of-experts models ('" + type + "', " + k + " " + j[k].dump() +
+                    ") are not modelled yet; expected a dense decoder");
+  for (const char* k : {"q_lora_rank", "kv_lora_rank"})
+    if (j.contains(k) && !j[k].is_null())
+      r.fail(k, "multi-latent attention ('" + type + "', " + k + " " + j[k].dump() +
+                    ") is not modelled yet; expected a dense decoder");
+  if (type == "mixtral" || type.find("moe") != std::string::npos || type.rfind("deepseek", 0) == 0)
+    r.fail("model_type", "mixture-of-experts models ('" + type + "') are not modelled yet; expected a dense decoder");
   const bool gpt2 = type == "gpt2";
   Model m;
   m.name = r.get_string("_name_or_path", "");
