@@ -105,8 +105,74 @@ std::int64_t output_params(const Model& m) {
 std::int64_t final_norm_params(const Model& m) { return norm_params(m); }
 
 std::int64_t total_params(const Model& m) {
+  if (m.is_moe() || m.mla()) return count_params(m).total;
   return m.num_layers * layer_params(m) + embedding_params(m) + output_params(m) +
          final_norm_params(m);
+}
+
+// ---- mixtures of experts and multi-latent attention ----
+// Module by module as HF transformers builds them: models/mixtral/modeling_mixtral.py
+// (MixtralSparseMoeBlock: gate Linear(h, E, bias=False), E experts of w1, w2, w3) and
+// models/deepseek_v3/modeling_deepseek_v3.py (DeepseekV3Attention: q_a_proj, q_a_layernorm,
+// q_b_proj, kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj, o_proj, no biases;
+// DeepseekV3MoE: experts of moe_intermediate_size, shared_experts of
+// moe_intermediate_size x n_shared_experts, DeepseekV3TopkRouter weight (E, h)
+// and e_score_correction_bias (E)).
+
+std::int64_t attention_params(const Model& m) {
+  const std::int64_t h = m.hidden_size;
+  if (!m.mla()) {
+    const std::int64_t q = m.q_width(), kv = m.kv_width();
+    std::int64_t p = h * q + 2 * h * kv + q * h;
+    if (m.has_qkv_bias()) p += q + 2 * kv;
+    if (m.bias) p += h;
+    return p;
+  }
+  const std::int64_t heads = m.num_attention_heads, qk = m.qk_nope_head_dim + m.qk_rope_head_dim;
+  const std::int64_t q = m.q_lora_rank > 0 ? h * m.q_lora_rank + m.q_lora_rank + std::int64_t(m.q_lora_rank) * heads * qk
+                                           : h * heads * qk;
+  const std::int64_t kv = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank +
+                          std::int64_t(m.kv_lora_rank) * heads * (m.qk_nope_head_dim + m.v_head_dim);
+  return q + kv + heads * m.v_head_dim * h;
+}
+
+namespace {
+// One gated (or plain) MLP of width f.
+std::int64_t mlp_of(const Model& m, std::int64_t f) {
+  const std::int64_t h = m.hidden_size;
+  std::int64_t p = h * (m.gated() ? 2 * f : f) + f * h;
+  if (m.bias) p += (m.gated() ? 2 * f : f) + h;
+  return p;
+}
+}  // namespace
+
+std::int64_t dense_mlp_params(const Model& m) { return mlp_of(m, m.ffn_hidden_size); }
+
+std::int64_t moe_mlp_params(const Model& m) {
+  const std::int64_t e = m.num_experts;
+  return (e + m.num_shared_experts) * mlp_of(m, m.moe_ffn_hidden_size) + e * m.hidden_size + (m.router_bias ? e : 0);
+}
+
+std::int64_t moe_mlp_active_params(const Model& m) {
+  return moe_mlp_params(m) - std::int64_t(m.num_experts - m.experts_per_token) * mlp_of(m, m.moe_ffn_hidden_size);
+}
+
+ParamCounts count_params(const Model& m) {
+  const std::int64_t norms = m.norms_per_layer() * norm_params(m), attn = attention_params(m);
+  ParamCounts c;
+  c.total = c.active = embedding_params(m) + output_params(m) + final_norm_params(m);
+  for (int i = 0; i < m.num_layers; ++i) {
+    const bool moe = m.is_moe_layer(i);
+    c.total += attn + norms + (moe ? moe_mlp_params(m) : dense_mlp_params(m));
+    c.active += attn + norms + (moe ? moe_mlp_active_params(m) : dense_mlp_params(m));
+  }
+  // DeepSeek-V3 MTP module (modeling in deepseek-ai/DeepSeek-V3 inference/model.py and the
+  // checkpoint's model.layers.61.*): enorm, hnorm, eh_proj (2h -> h), one MoE decoder layer,
+  // shared_head.norm; embedding and output head shared with the main model.
+  const std::int64_t h = m.hidden_size;
+  const std::int64_t layer = attn + norms + (m.is_moe() ? moe_mlp_params(m) : dense_mlp_params(m));
+  c.mtp = std::int64_t(m.mtp_layers) * (2 * norm_params(m) + 2 * h * h + layer + norm_params(m));
+  return c;
 }
 
 }  // namespace paraplan
@@ -117,9 +183,16 @@ double approx_params(const Model& m) {
   const double h = m.hidden_size, q = double(m.num_attention_heads) * m.head_dim,
                kv = double(m.num_kv_heads) * m.head_dim, f = m.ffn_hidden_size;
   const double fin = m.gated() ? 2 * f : f;
-  const double layer = h * (q + 2 * kv) + q * h + h * fin + f * h + 12 * h + q + 2 * kv + fin;
+  double layer = h * (q + 2 * kv) + q * h + h * fin + f * h + 12 * h + q + 2 * kv + fin;
+  // Experts (all routed and shared, with the router) and MLA's projections, bounded from above.
+  const double fe = m.moe_ffn_hidden_size;
+  layer += (double(m.num_experts) + m.num_shared_experts) * (3 * h * fe + 3 * fe + h) + double(m.num_experts) * (h + 1);
+  const double heads = m.num_attention_heads, qk = double(m.qk_nope_head_dim) + m.qk_rope_head_dim;
+  layer += (h + 1) * m.q_lora_rank + double(m.q_lora_rank) * heads * qk + h * heads * qk +
+           (h + 1) * (double(m.kv_lora_rank) + m.qk_rope_head_dim) +
+           double(m.kv_lora_rank) * heads * (double(m.qk_nope_head_dim) + m.v_head_dim) + heads * m.v_head_dim * h;
   const double emb = double(m.vocab_size) * h * (m.tie_embeddings ? 1 : 2) + double(m.max_position_embeddings) * h;
-  return double(m.num_layers) * layer + emb;
+  return double(m.num_layers + m.mtp_layers) * layer + emb;
 }
 
 }  // namespace paraplan

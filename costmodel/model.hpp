@@ -2,6 +2,7 @@
 // training set-up. Plain structs, validated once at load time (planner/spec_*).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -47,6 +48,21 @@ struct Model {
   double attention_dropout = 0.0;
   std::int64_t published_params = 0;  // 0 = not given
 
+  // Mixture of experts (issue 16): counted (count_params), not yet modelled in
+  // memory or time, so that a spec with such a model is refused (check_modelled).
+  int num_experts = 0;          // routed experts per MoE layer; 0 = dense
+  int experts_per_token = 0;    // top-k routed experts per token
+  int moe_ffn_hidden_size = 0;  // one routed (and shared) expert's FFN width
+  int num_shared_experts = 0;   // DeepSeek: experts every token goes through, of moe_ffn_hidden_size
+  int first_dense_layers = 0;   // DeepSeek first_k_dense_replace: layers before the first MoE layer
+  int moe_layer_freq = 1;       // layer i >= first_dense_layers is MoE when i % moe_layer_freq == 0
+  bool router_bias = false;     // DeepSeek-V3's e_score_correction_bias, one per routed expert
+  // Multi-latent attention (DeepSeek-V2/V3); kv_lora_rank 0 = standard attention.
+  int q_lora_rank = 0;  // 0: queries projected directly
+  int kv_lora_rank = 0;
+  int qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;
+  int mtp_layers = 0;  // DeepSeek-V3 multi-token-prediction modules (counted apart)
+
   std::int64_t q_width() const { return std::int64_t(num_attention_heads) * head_dim; }
   std::int64_t kv_width() const { return std::int64_t(num_kv_heads) * head_dim; }
   // Width of the first MLP GEMM's output: gate and up for SwiGLU.
@@ -56,6 +72,12 @@ struct Model {
   // Norms per layer: 2 (before attention and MLP), 4 with Gemma-2's post-norms.
   int norms_per_layer() const { return post_norms ? 4 : 2; }
   bool has_qkv_bias() const { return bias || qkv_bias; }
+  bool is_moe() const { return num_experts > 0; }
+  bool mla() const { return kv_lora_rank > 0; }
+  // HF modeling_deepseek.py DeepseekV3DecoderLayer: MoE from first_k_dense_replace on, every moe_layer_freq-th.
+  bool is_moe_layer(int layer) const {
+    return is_moe() && layer >= first_dense_layers && layer % std::max(1, moe_layer_freq) == 0;
+  }
 };
 
 struct Link {
@@ -263,8 +285,24 @@ std::int64_t final_norm_params(const Model& m);
 // incl. the gate, fc2), no biases: what tensor parallelism splits and what FP8
 // quantizes. FACTS: d·H·hd + 2·d·KV·hd + H·hd·d, and 3·d·ffn gated (2 otherwise).
 std::int64_t linear_layer_weights(const Model& m);
-// All weights of the model (tied embedding counted once).
+// All weights of the model (tied embedding counted once; a mixture of experts
+// with every expert; without the multi-token-prediction modules).
 std::int64_t total_params(const Model& m);
+
+// Counts that hold for mixtures of experts and multi-latent attention too.
+struct ParamCounts {
+  std::int64_t total = 0;   // == total_params
+  std::int64_t active = 0;  // used per token: the top-k routed experts instead of all (== total when dense)
+  std::int64_t mtp = 0;     // DeepSeek-V3's multi-token-prediction modules, apart (embedding and head shared)
+};
+ParamCounts count_params(const Model& m);
+// One layer's attention (projections, MLA's low-rank norms, biases), its MLP
+// (dense, or every routed + shared expert and the router), and an MoE layer's
+// MLP with only the top-k routed experts.
+std::int64_t attention_params(const Model& m);
+std::int64_t dense_mlp_params(const Model& m);
+std::int64_t moe_mlp_params(const Model& m);
+std::int64_t moe_mlp_active_params(const Model& m);
 // The same in floating point, for bounds checks before any 64-bit product.
 double approx_params(const Model& m);
 // Parameter counts past this are refused at load time, so that bytes of model

@@ -166,6 +166,50 @@ std::string render_models(Format f) {
   return o;
 }
 
+std::string render_model(const Model& m, Format f) {
+  const ParamCounts c = count_params(m);
+  nlohmann::ordered_json j;
+  j["model"] = m.name;
+  j["parameters"] = c.total;
+  j["active_parameters"] = c.active;
+  j["mtp_parameters"] = c.mtp;
+  j["layers"] = m.num_layers;
+  j["hidden_size"] = m.hidden_size;
+  j["attention_heads"] = m.num_attention_heads;
+  j["kv_heads"] = m.num_kv_heads;
+  j["ffn_hidden_size"] = m.ffn_hidden_size;
+  j["vocab_size"] = m.vocab_size;
+  if (m.is_moe())
+    j["moe"] = {{"experts", m.num_experts},           {"experts_per_token", m.experts_per_token},
+                {"expert_ffn_hidden_size", m.moe_ffn_hidden_size}, {"shared_experts", m.num_shared_experts},
+                {"first_dense_layers", m.first_dense_layers},       {"moe_layer_freq", m.moe_layer_freq}};
+  if (m.mla())
+    j["mla"] = {{"q_lora_rank", m.q_lora_rank},           {"kv_lora_rank", m.kv_lora_rank},
+                {"qk_nope_head_dim", m.qk_nope_head_dim}, {"qk_rope_head_dim", m.qk_rope_head_dim},
+                {"v_head_dim", m.v_head_dim}};
+  if (m.published_params) j["published_parameters"] = m.published_params;
+  j["plannable"] = !m.is_moe() && !m.mla();
+  j["source"] = m.source;
+  if (f == Format::kJson) return j.dump(2) + "\n";
+  const auto b = [](std::int64_t n) { return fmt::format("{:.3f} B ({})", double(n) / 1e9, n); };
+  std::string o = fmt::format("{}: {} parameters", m.name, b(c.total));
+  if (m.is_moe()) o += fmt::format(", {} active per token", b(c.active));
+  if (c.mtp) o += fmt::format(" (+ {} in {} multi-token-prediction module(s), embedding and head shared)", b(c.mtp), m.mtp_layers);
+  o += fmt::format("\n  {} layers, hidden {}, {} heads ({} kv), ffn {}, vocab {}\n", m.num_layers, m.hidden_size,
+                   m.num_attention_heads, m.num_kv_heads, m.ffn_hidden_size, m.vocab_size);
+  if (m.is_moe())
+    o += fmt::format("  mixture of experts: {} routed experts of ffn {}, top {}{}, MoE from layer {} every {}\n",
+                     m.num_experts, m.moe_ffn_hidden_size, m.experts_per_token,
+                     m.num_shared_experts ? fmt::format(", {} shared", m.num_shared_experts) : "", m.first_dense_layers,
+                     m.moe_layer_freq);
+  if (m.mla())
+    o += fmt::format("  multi-latent attention: q_lora_rank {}, kv_lora_rank {}, qk {} + {} (rope), v {}\n", m.q_lora_rank,
+                     m.kv_lora_rank, m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim);
+  if (!j["plannable"].get<bool>())
+    o += "  not plannable yet: mixture-of-experts / MLA memory and time are not modelled (issue 16)\n";
+  return o;
+}
+
 std::string render_gpus(Format f) {
   nlohmann::json j = nlohmann::json::array();
   for (const CatalogCluster& c : builtin_clusters()) {

@@ -72,5 +72,8 @@ namespace paraplan {
 enum class Format;
 // `paraplan models` / `paraplan gpus`: the catalogs as a table, JSON, CSV or Markdown.
 std::string render_models(Format f);
+// `paraplan models --model NAME|FILE`: one model's shape and parameter counts
+// (total, active per token, multi-token-prediction modules apart), MoE and MLA included.
+std::string render_model(const Model& m, Format f);
 std::string render_gpus(Format f);
 }  // namespace paraplan

@@ -189,9 +189,14 @@ int run_cli(int argc, char** argv, std::ostream& out) {
   CLI::Option* plan_framework_opt = plan->add_option("--framework", plan_framework, kFrameworkHelp);
 
   std::string models_format = "table", gpus_format = "table";
-  CLI::App* models = app.add_subcommand("models", "list the built-in models (--model NAME)");
+  std::string models_model;
+  CLI::App* models = app.add_subcommand("models", "list the built-in models (--model NAME), or count one model's parameters");
   models->add_option("--format", models_format, "table | json | csv | markdown")
       ->check(CLI::IsMember({"table", "json", "csv", "markdown", "md"}));
+  CLI::Option* models_model_opt = models->add_option(
+      "--model", models_model,
+      "one model (built-in name, model YAML or HuggingFace config.json): its shape and parameter counts, "
+      "mixtures of experts included");
   CLI::App* gpus = app.add_subcommand("gpus", "list the built-in GPUs and clusters (--gpu NAME)");
   gpus->add_option("--format", gpus_format, "table | json | csv | markdown")
       ->check(CLI::IsMember({"table", "json", "csv", "markdown", "md"}));
@@ -315,7 +320,8 @@ int run_cli(int argc, char** argv, std::ostream& out) {
   if (models->parsed() || gpus->parsed()) {
     Format f;
     parse_format(models->parsed() ? models_format : gpus_format, &f);
-    out << (models->parsed() ? render_models(f) : render_gpus(f));
+    if (models->parsed() && models_model_opt->count()) out << render_model(resolve_model(models_model, "--model"), f);
+    else out << (models->parsed() ? render_models(f) : render_gpus(f));
     return 0;
   }
   if (validate->parsed()) return run_validate(vo, out);

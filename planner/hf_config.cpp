@@ -80,21 +80,27 @@ Model model_from_hf_json(const std::string& text, const std::string& file) {
   if (!j.is_object()) throw SpecError(file, 0, "", "expected a JSON object (HuggingFace config.json)");
   const HfReader r{j, file};
   const std::string type = r.get_string("model_type", "");
-  // Mixture-of-experts and multi-latent attention are not modelled yet (issue 16):
-  // refused by any key that says so, so that e.g. DeepSeek-V3 (n_routed_experts,
-  // q_lora_rank) is never read as a dense 38.6 B model when it has 671 B.
-  for (const char* k : {"num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size",
-                        "num_experts_per_tok", "shared_expert_intermediate_size", "n_shared_experts",
-                        "moe_layer_freq", "decoder_sparse_step", "first_k_dense_replace"})
-    if (j.contains(k))
-      r.fail(k, "mixture-of-experts models ('" + type + "', " + k + " " + j[k].dump() +
-                    ") are not modelled yet; expected a dense decoder");
-  for (const char* k : {"q_lora_rank", "kv_lora_rank"})
-    if (j.contains(k) && !j[k].is_null())
-      r.fail(k, "multi-latent attention ('" + type + "', " + k + " " + j[k].dump() +
-                    ") is not modelled yet; expected a dense decoder");
-  if (type == "mixtral" || type.find("moe") != std::string::npos || type.rfind("deepseek", 0) == 0)
-    r.fail("model_type", "mixture-of-experts models ('" + type + "') are not modelled yet; expected a dense decoder");
+  // Mixtures of experts and multi-latent attention are read for Mixtral and
+  // DeepSeek-V2/V3 (counted; planning them is refused until issue 16 models them,
+  // check_modelled); any other config that says it has experts or MLA is refused
+  // here, so that e.g. a Qwen-MoE is never read as a dense model.
+  const bool mixtral = type == "mixtral";
+  const bool deepseek = type == "deepseek_v2" || type == "deepseek_v3";
+  if (!mixtral && !deepseek) {
+    for (const char* k : {"num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size",
+                          "num_experts_per_tok", "shared_expert_intermediate_size", "n_shared_experts",
+                          "moe_layer_freq", "decoder_sparse_step", "first_k_dense_replace"})
+      if (j.contains(k) && !j[k].is_null())
+        r.fail(k, "mixture-of-experts models ('" + type + "', " + k + " " + j[k].dump() +
+                      ") are read for mixtral, deepseek_v2 and deepseek_v3 only; expected one of them or a dense decoder");
+    for (const char* k : {"q_lora_rank", "kv_lora_rank"})
+      if (j.contains(k) && !j[k].is_null())
+        r.fail(k, "multi-latent attention ('" + type + "', " + k + " " + j[k].dump() +
+                      ") is read for deepseek_v2 and deepseek_v3 only");
+    if (type.find("moe") != std::string::npos || type.rfind("deepseek", 0) == 0)
+      r.fail("model_type", "mixture-of-experts models ('" + type +
+                               "') are read for mixtral, deepseek_v2 and deepseek_v3 only; expected one of them or a dense decoder");
+  }
   const bool gpt2 = type == "gpt2";
   Model m;
   m.name = r.get_string("_name_or_path", "");
@@ -166,6 +172,32 @@ Model model_from_hf_json(const std::string& text, const std::string& file) {
     m.qkv_bias = attn_bias || type == "qwen2";  // Qwen2 always has QKV biases
     m.hidden_dropout = r.get_number({"hidden_dropout", "resid_pdrop"}, 0.0);
     m.attention_dropout = r.get_number({"attention_dropout", "attn_pdrop"}, 0.0);
+  }
+  if (mixtral) {
+    // transformers models/mixtral/configuration_mixtral.py: every layer is sparse; intermediate_size is each expert's width.
+    m.num_experts = r.get_int({"num_local_experts"}, 8, true, 1 << 16);
+    m.experts_per_token = r.get_int({"num_experts_per_tok"}, 2, true, m.num_experts);
+    m.moe_ffn_hidden_size = m.ffn_hidden_size;
+  }
+  if (deepseek) {
+    // transformers models/deepseek_v3/configuration_deepseek_v3.py (and V2's).
+    m.num_experts = r.get_int({"n_routed_experts"}, 0, true, 1 << 16);
+    m.experts_per_token = r.get_int({"num_experts_per_tok"}, 0, true, m.num_experts);
+    m.moe_ffn_hidden_size = r.get_int({"moe_intermediate_size"}, 0, true, kMaxWidth);
+    if (r.find({"n_shared_experts"})) m.num_shared_experts = r.get_int({"n_shared_experts"}, 0, false, 1 << 16);
+    // 0 is valid here (every layer sparse): get_int takes only positive values.
+    if (const json* v = r.find({"first_k_dense_replace"}); v && !(v->is_number_integer() && v->get<long long>() == 0))
+      m.first_dense_layers = r.get_int({"first_k_dense_replace"}, 0, false, m.num_layers);
+    m.moe_layer_freq = r.get_int({"moe_layer_freq"}, 1, false, m.num_layers);
+    // V3's noaux_tc routing adds e_score_correction_bias (one per routed expert).
+    m.router_bias = r.get_string("topk_method", type == "deepseek_v3" ? "noaux_tc" : "greedy") == "noaux_tc";
+    if (r.find({"q_lora_rank"})) m.q_lora_rank = r.get_int({"q_lora_rank"}, 0, false, kMaxWidth);  // null: V2-Lite
+    m.kv_lora_rank = r.get_int({"kv_lora_rank"}, 0, true, kMaxWidth);
+    m.qk_nope_head_dim = r.get_int({"qk_nope_head_dim"}, 0, true, kMaxWidth);
+    m.qk_rope_head_dim = r.get_int({"qk_rope_head_dim"}, 0, true, kMaxWidth);
+    m.v_head_dim = r.get_int({"v_head_dim"}, 0, true, kMaxWidth);
+    if (const json* v = r.find({"num_nextn_predict_layers"}); v && !(v->is_number_integer() && v->get<long long>() == 0))
+      m.mtp_layers = r.get_int({"num_nextn_predict_layers"}, 0, false, 64);
   }
   if (approx_params(m) > kMaxParams)
     r.fail("num_hidden_layers", fmt::format("the model has {:.3g} parameters; expected at most {:.3g}", approx_params(m), kMaxParams));

@@ -77,13 +77,17 @@ ResolvedSpec resolve_spec(const SpecInputs& in) {
                       "expected a SPEC file, or --model, --gpus and --gpu (missing:" + missing +
                           "); e.g. --model llama-3.1-70b --gpus 64 --gpu h100 (paraplan models, paraplan gpus list the names)");
     s.model = resolve_model(in.model, "--model");
+    check_modelled(s.model, in.model, "--model");
     s.cluster = resolve_cluster(in.gpu, "--gpu");
     s.num_nodes = 1;
     s.training = default_training(s.model);
   } else {
     refuse_model_as_spec(in.spec);
     s = load_spec_file(in.spec);
-    if (!in.model.empty()) s.model = resolve_model(in.model, "--model");
+    if (!in.model.empty()) {
+      s.model = resolve_model(in.model, "--model");
+      check_modelled(s.model, in.model, "--model");
+    }
     if (!in.gpu.empty()) s.cluster = resolve_cluster(in.gpu, "--gpu");
   }
   if (in.gpus_per_node) {

@@ -3,6 +3,8 @@
 
 #include "costmodel/activations.hpp"
 #include "costmodel/model.hpp"
+#include "planner/spec_loader.hpp"
+#include "planner/yaml_reader.hpp"
 #include "test_helpers.hpp"
 
 using namespace paraplan;
@@ -102,4 +104,51 @@ TEST_CASE("Gemma-2: GeGLU MLP and four norms per layer - soft-capping and the wi
   const ActShape a{4096, 1, 1, false, 2};
   CHECK(layer_activation_bytes(m2, true, Recompute::kNone, a) - layer_activation_bytes(pre, true, Recompute::kNone, a) ==
         2 * 2 * 4096 * 2304);
+}
+
+TEST_CASE("Mixtral-8x7B and DeepSeek-V3 count their published parameters, total and active (issue 16)", "[params][hf][moe]") {
+  // Mixtral-8x7B (mistralai/Mixtral-8x7B-v0.1 config.json): per layer attention 4096*4096*2 + 4096*1024*2
+  // = 41,943,040, router 4096*8 = 32,768, 8 experts of 3*4096*14336 = 176,160,768 each, 2 norms of 4096:
+  // 32 * 1,451,270,144 + embedding and head 2 * 32000*4096 + final norm 4096 = 46,702,792,704 (Mistral AI's figure).
+  const Model mix = load_model_file(test::repo("tests/data/hf/mixtral-8x7b-v0.1/config.json"));
+  const ParamCounts m = count_params(mix);
+  CHECK(m.total == 46702792704LL);
+  CHECK(total_params(mix) == m.total);
+  // Active: 2 of 8 experts per layer: 46,702,792,704 - 32 * 6 * 176,160,768 = 12,879,925,248 ("12.9B active").
+  CHECK(m.active == 12879925248LL);
+  CHECK(m.mtp == 0);
+
+  // DeepSeek-V3 (deepseek-ai/DeepSeek-V3 config.json): MLA attention per layer
+  //   q_a 7168*1536 + q_a_norm 1536 + q_b 1536*128*192 + kv_a 7168*576 + kv_a_norm 512 + kv_b 512*128*256
+  //   + o 128*128*7168 = 187,107,328; 2 norms 14,336;
+  // 3 dense layers of MLP 3*7168*18432 = 396,361,728; 58 MoE layers of 257 experts (256 routed + 1 shared) of
+  //   3*7168*2048 = 44,040,192, router 256*7168 + bias 256 = 1,835,264: 11,320,164,608;
+  // embedding and head 2 * 129280*7168 = 1,853,358,080, final norm 7168:
+  //   3*583,483,392 + 58*11,507,286,272 + 1,853,365,248 = 671,026,419,200 ("671B total").
+  const Model ds = load_model_file(test::repo("tests/data/hf/deepseek-v3/config.json"));
+  const ParamCounts d = count_params(ds);
+  CHECK(attention_params(ds) == 187107328);
+  CHECK(d.total == 671026419200LL);
+  // Active: 8 of 256 routed experts: 671,026,419,200 - 58 * 248 * 44,040,192 = 37,552,297,472 ("37B activated").
+  CHECK(d.active == 37552297472LL);
+  // The MTP module apart: enorm + hnorm 2*7168, eh_proj 14336*7168, one MoE layer 11,507,286,272,
+  // shared_head norm 7168 = 11,610,068,224 (+ the shared 1.85 B embedding and head: DeepSeek's "14B", 685B in all).
+  CHECK(d.mtp == 11610068224LL);
+  CHECK(ds.is_moe_layer(2) == false);
+  CHECK(ds.is_moe_layer(3) == true);
+
+  // The YAML model format says the same.
+  const Model y = model_from_yaml(parse_yaml(
+      "name: Mixtral-8x7B\nnum_layers: 32\nhidden_size: 4096\nnum_attention_heads: 32\nnum_kv_heads: 8\n"
+      "ffn_hidden_size: 14336\nvocab_size: 32000\nactivation: swiglu\nnormalization: rmsnorm\ntie_embeddings: false\n"
+      "position_embedding: rope\nnum_experts: 8\nexperts_per_token: 2\nmoe_ffn_hidden_size: 14336\n", "m.yaml"),
+      "m.yaml", "");
+  CHECK(count_params(y).total == 46702792704LL);
+  CHECK(count_params(y).active == 12879925248LL);
+  // Dense models: count_params is total_params, and every parameter is active.
+  for (const char* f : {"llama-3.1-70b", "gpt3-175b", "qwen2.5-7b"}) {
+    const Model dm = load_model_file(test::repo(std::string("configs/models/") + f + ".yaml"));
+    CHECK(count_params(dm).total == total_params(dm));
+    CHECK(count_params(dm).active == total_params(dm));
+  }
 }
