@@ -39,6 +39,15 @@ int inner_stage_layers(const Spec& s, const Layout& l) {
   return inner > 0 ? rest / inner : 0;
 }
 
+// Megatron-LM's recompute flags for the layout (also what Megatron-DeepSpeed takes).
+std::string recompute_flags(const Layout& l) {
+  if (l.recompute == Recompute::kSelective) return " --recompute-activations";
+  if (l.recompute == Recompute::kFull)
+    return fmt::format(" --recompute-granularity full --recompute-method {} --recompute-num-layers {}",
+                       l.recompute_method == RecomputeMethod::kBlock ? "block" : "uniform", l.recompute_layers);
+  return "";
+}
+
 const char* precision_flag(DType d) { return d == DType::kFp16 ? "--fp16" : d == DType::kBf16 ? "--bf16" : ""; }
 
 }  // namespace
@@ -101,10 +110,7 @@ Emitted emit_launch(EmitTarget t, const Spec& s, const Layout& l) {
     // Megatron-FSDP (megatron/core/distributed/distributed_data_parallel_config.py:90; arguments.py:3190).
     if (l.zero >= 2)
       o += std::string(" --use-megatron-fsdp --use-distributed-optimizer --data-parallel-sharding-strategy ") + (l.zero == 2 ? "optim_grads" : "optim_grads_params");
-    if (l.recompute == Recompute::kSelective) o += " --recompute-activations";
-    if (l.recompute == Recompute::kFull)
-      o += fmt::format(" --recompute-granularity full --recompute-method {} --recompute-num-layers {}",
-                       l.recompute_method == RecomputeMethod::kBlock ? "block" : "uniform", l.recompute_layers);
+    o += recompute_flags(l);
     o += fmt::format(" --micro-batch-size {} --global-batch-size {} --seq-length {}", l.mbs, tr.global_batch_size,
                      tr.seq_length);
     if (const char* p = precision_flag(tr.precision); *p) o += std::string(" ") + p;
@@ -143,10 +149,7 @@ Emitted emit_launch(EmitTarget t, const Spec& s, const Layout& l) {
     if (l.tp > 1) outside += fmt::format(" --tensor-model-parallel-size {}", l.tp);
     if (l.pp > 1) outside += fmt::format(" --pipeline-model-parallel-size {}", l.pp);
     if (l.sp) outside += " --sequence-parallel";
-    if (l.recompute == Recompute::kSelective) outside += " --recompute-activations";
-    if (l.recompute == Recompute::kFull)
-      outside += fmt::format(" --recompute-granularity full --recompute-method {} --recompute-num-layers {}",
-                             l.recompute_method == RecomputeMethod::kBlock ? "block" : "uniform", l.recompute_layers);
+    outside += recompute_flags(l);
     if (!outside.empty())
       e.notes.push_back("not DeepSpeed config keys; with Megatron-DeepSpeed pass:" + outside);
     return e;

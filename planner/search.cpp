@@ -279,9 +279,6 @@ Plan make_plan(const Spec& s) {
   return plan;
 }
 
-namespace {
-
-// The spec on `gpus` GPUs: whole nodes, or one node of fewer GPUs.
 bool with_gpus(const Spec& s, int gpus, Spec* out) {
   *out = s;
   const int g = s.cluster.gpus_per_node;
@@ -294,8 +291,6 @@ bool with_gpus(const Spec& s, int gpus, Spec* out) {
   out->num_nodes = gpus / g;
   return true;
 }
-
-}  // namespace
 
 Enough smallest_fitting_gpus(const Spec& s, double budget_s) {
   const auto t0 = std::chrono::steady_clock::now();

@@ -44,6 +44,10 @@ struct Plan {
 // node) at which one does, the spec otherwise unchanged; 0 if none up to
 // kMaxGpus or within the time budget. Doubles, then bisects: memory per GPU
 // falls as GPUs are added, though divisibility makes it only roughly monotone.
+// The spec on `gpus` GPUs: whole nodes of the cluster's size, or one node of
+// fewer GPUs; false when gpus is past one node and not a multiple of it.
+bool with_gpus(const Spec& s, int gpus, Spec* out);
+
 struct Enough {
   int gpus = 0;
   Layout layout;  // the fastest that fits there

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "planner/catalog.hpp"
+#include "planner/search.hpp"
 #include "planner/spec_error.hpp"
 #include "planner/spec_loader.hpp"
 
@@ -27,20 +28,14 @@ void check_seq(const Model& m, int seq) {
 }
 
 // --gpus N on a cluster of G GPUs per node: N/G nodes; fewer than one node's
-// worth is one node of N GPUs.
+// worth is one node of N GPUs, unless --gpus-per-node fixed the node size.
 void apply_gpus(Spec* s, int gpus, bool per_node_given) {
   const int g = s->cluster.gpus_per_node;
-  if (gpus < g && !per_node_given) {
-    s->cluster.gpus_per_node = gpus;
-    s->num_nodes = 1;
-    return;
-  }
-  if (gpus % g)
+  if ((gpus < g && per_node_given) || !with_gpus(*s, gpus, s))
     throw SpecError("--gpus", 0, "",
                     fmt::format("expected a multiple of the {} GPUs per node of {} (or fewer than one node), got {}; "
                                 "--gpus-per-node sets another node size",
                                 g, s->cluster.name, gpus));
-  s->num_nodes = gpus / g;
 }
 
 // A model file given where a plan spec goes (`paraplan plan config.json`):
