@@ -5,13 +5,14 @@
 namespace paraplan {
 
 std::int64_t tensor_bytes(const SavedTensor& t, const ActShape& a) {
-  const std::int64_t elems = a.s * a.b * (t.width + t.quad_heads * a.s);
+  const std::int64_t elems = a.s * a.b * (t.width + t.quad_heads * a.s) * (t.per_etp ? a.etp : 1);
   // FP8: Transformer Engine's Linear saves the FP8 cast of its input, column-
   // wise data only (NVIDIA/TransformerEngine@d0067d0d
   // transformer_engine/pytorch/module/linear.py:600-621), 1 byte per element.
   const std::int64_t per_elem = a.fp8 && t.linear_input ? 1
                                 : t.kind == ElemKind::kAct ? a.act_bytes
                                 : t.kind == ElemKind::kMask ? 1
+                                : t.kind == ElemKind::kIndex ? 8
                                                             : 4;
   const bool split = t.shard == Shard::kTp || (t.shard == Shard::kSp && a.sp);
   // Exact: heads, kv heads and ffn divide tp; with SP the sequence does.
@@ -32,7 +33,12 @@ void add_norm_inputs(TensorList* l, const char* op, const Model& m, const Activa
 }
 }  // namespace
 
-TensorList layer_saved_tensors(const Model& m, bool flash, const ActivationVariant& v) {
+namespace {
+void add_dense_mlp(TensorList* l, const Model& m, const ActivationVariant& v);
+void add_moe_mlp(TensorList* l, const Model& m);
+}  // namespace
+
+TensorList layer_saved_tensors(const Model& m, bool flash, const ActivationVariant& v, LayerKind kind) {
   const std::int64_t h = m.hidden_size, q = m.q_width(), kv = m.kv_width(),
                      heads = m.num_attention_heads;
   const bool attn_drop = m.attention_dropout > 0, hid_drop = m.hidden_dropout > 0;
@@ -42,23 +48,42 @@ TensorList layer_saved_tensors(const Model& m, bool flash, const ActivationVaria
   add_norm_inputs(&l, "attn_norm", m, v);
   if (v.norm_saves_stats) l.add({"attn_norm", "fp32 statistics", stats, 0, ElemKind::kFp32, Shard::kSp, false});
   l.add({"qkv_linear", "input (norm output)", h, 0, ElemKind::kAct, Shard::kSp, false, true});
+  // Q, K and V widths per token: GQA narrows K and V to the kv heads;
+  // multi-latent attention (below) gives Q and K qk_nope + qk_rope per head
+  // and V v_head_dim.
+  std::int64_t qw = q, kw = kv, vw = kv, ow = q;
+  if (m.mla()) {
+    // Multi-latent attention (Megatron-LM@d98e8a64 megatron/core/transformer/
+    // multi_latent_attention.py:526-616, 638-663): the down projections are
+    // replicated over tp ('duplicated') and run on the rank's s/tp tokens;
+    // their outputs pass a norm each and the column-parallel up projections
+    // (which save their sequence-sharded input, as SP linears do).
+    if (m.q_lora_rank > 0) {
+      l.add({"q_layernorm", "input", m.q_lora_rank, 0, ElemKind::kAct, Shard::kSp, false});
+      l.add({"q_up_proj", "input (normed q latent)", m.q_lora_rank, 0, ElemKind::kAct, Shard::kSp, false, true});
+    }
+    l.add({"kv_layernorm", "input", m.kv_lora_rank, 0, ElemKind::kAct, Shard::kSp, false});
+    l.add({"kv_up_proj", "input (normed kv latent)", m.kv_lora_rank, 0, ElemKind::kAct, Shard::kSp, false, true});
+    qw = kw = heads * (m.qk_nope_head_dim + m.qk_rope_head_dim);
+    vw = ow = heads * m.v_head_dim;
+  }
   if (flash) {
     // Flash attention saves Q, K, V, its output (counted as out_proj's input)
     // and the fp32 log-sum-exp per head and token (Dao et al. 2022).
-    l.add({"flash_attention", "Q", q, 0, ElemKind::kAct, Shard::kTp, false});
-    l.add({"flash_attention", "K", kv, 0, ElemKind::kAct, Shard::kTp, false});
-    l.add({"flash_attention", "V", kv, 0, ElemKind::kAct, Shard::kTp, false});
+    l.add({"flash_attention", "Q", qw, 0, ElemKind::kAct, Shard::kTp, false});
+    l.add({"flash_attention", "K", kw, 0, ElemKind::kAct, Shard::kTp, false});
+    l.add({"flash_attention", "V", vw, 0, ElemKind::kAct, Shard::kTp, false});
     // MHA: Q is a view of the contiguous [3, b, s, a, d] copy, which stays
     // whole, and K, V live in a second, concatenated copy.
-    if (v.mha_keeps_qkv_copy && m.num_kv_heads == m.num_attention_heads)
+    if (v.mha_keeps_qkv_copy && m.num_kv_heads == m.num_attention_heads && !m.mla())
       l.add({"qkv_copy", "K, V slots of the [3,b,s,a,d] copy", 2 * kv, 0, ElemKind::kAct, Shard::kTp, false});
     // Flash attention's core saves nothing quadratic, so selective
     // recomputation has nothing to drop: the log-sum-exp stays (Korthikanti
     // et al. §5 recompute the s×s tensors flash never stores).
     l.add({"flash_attention", "log-sum-exp", heads, 0, ElemKind::kFp32, Shard::kTp, false});
   } else {
-    l.add({"q_kt", "Q", q, 0, ElemKind::kAct, Shard::kTp, false});
-    l.add({"q_kt", "K", kv, 0, ElemKind::kAct, Shard::kTp, false});
+    l.add({"q_kt", "Q", qw, 0, ElemKind::kAct, Shard::kTp, false});
+    l.add({"q_kt", "K", kw, 0, ElemKind::kAct, Shard::kTp, false});
     // The softmax output is saved by softmax's backward and, without dropout,
     // is also the input attention-over-values saves: one tensor.
     l.add({"softmax", "output", 0, heads, ElemKind::kAct, Shard::kTp, true});
@@ -66,9 +91,9 @@ TensorList layer_saved_tensors(const Model& m, bool flash, const ActivationVaria
       l.add({"attention_dropout", "mask", 0, heads, ElemKind::kMask, Shard::kTp, true});
       l.add({"attention_dropout", "output", 0, heads, ElemKind::kAct, Shard::kTp, true});
     }
-    l.add({"attn_v", "V", kv, 0, ElemKind::kAct, Shard::kTp, false});
+    l.add({"attn_v", "V", vw, 0, ElemKind::kAct, Shard::kTp, false});
   }
-  l.add({"out_proj", "input (attention output)", q, 0, ElemKind::kAct, Shard::kTp, false, true});
+  l.add({"out_proj", "input (attention output)", ow, 0, ElemKind::kAct, Shard::kTp, false, true});
   if (m.post_norms) {
     // Gemma-2's post_attention_layernorm normalises the attention output
     // before the residual add: it saves its input (huggingface/transformers@9a80143c
@@ -80,6 +105,23 @@ TensorList layer_saved_tensors(const Model& m, bool flash, const ActivationVaria
   // MLP block.
   add_norm_inputs(&l, "mlp_norm", m, v);
   if (v.norm_saves_stats) l.add({"mlp_norm", "fp32 statistics", stats, 0, ElemKind::kFp32, Shard::kSp, false});
+  if (kind == LayerKind::kMoe) {
+    add_moe_mlp(&l, m);
+  } else {
+    add_dense_mlp(&l, m, v);
+  }
+  if (m.post_norms) {
+    add_norm_inputs(&l, "post_mlp_norm", m, v);
+    if (v.norm_saves_stats) l.add({"post_mlp_norm", "fp32 statistics", stats, 0, ElemKind::kFp32, Shard::kSp, false});
+  }
+  if (hid_drop) l.add({"mlp_residual_dropout", "mask", h, 0, ElemKind::kMask, Shard::kSp, false});
+  return l;
+}
+
+namespace {
+void add_dense_mlp(TensorList* lp, const Model& m, const ActivationVariant& v) {
+  TensorList& l = *lp;
+  const std::int64_t h = m.hidden_size;
   l.add({"fc1", "input (norm output)", h, 0, ElemKind::kAct, Shard::kSp, false, true});
   const char* act = m.activation == Activation::kSwiglu ? "swiglu" : m.activation == Activation::kGeglu ? "geglu" : "gelu";
   l.add({act, "input", m.ffn_in_width(), 0, ElemKind::kAct, Shard::kTp, false});
@@ -90,13 +132,47 @@ TensorList layer_saved_tensors(const Model& m, bool flash, const ActivationVaria
     l.add({act, "activation output (unfused multiply)", m.ffn_hidden_size, 0, ElemKind::kAct, Shard::kTp, false});
   l.add({"fc2", "input (activation output)", m.ffn_hidden_size, 0, ElemKind::kAct, Shard::kTp,
          false, true});
-  if (m.post_norms) {
-    add_norm_inputs(&l, "post_mlp_norm", m, v);
-    if (v.norm_saves_stats) l.add({"post_mlp_norm", "fp32 statistics", stats, 0, ElemKind::kFp32, Shard::kSp, false});
-  }
-  if (hid_drop) l.add({"mlp_residual_dropout", "mask", h, 0, ElemKind::kMask, Shard::kSp, false});
-  return l;
 }
+
+// A mixture-of-experts MLP as Megatron-core runs it with the all-to-all token
+// dispatcher and grouped experts (NVIDIA/Megatron-LM@d98e8a64
+// megatron/core/transformer/moe/), per token of the rank's s/tp (SP) share,
+// top-k routing, dropless and balanced (each expert rank receives the tokens
+// it sends on average):
+//  * router.py:106-111: the gating GEMM saves its input, the MLP norm's
+//    output, which the shared experts' fc1 reads too (one tensor); the scores
+//    (softmax or sigmoid output, fp32: moe_router_dtype fp32), the aux loss's
+//    scores (fp32) and the routing map (bool), num_experts wide;
+//  * token_dispatcher.py:660-679 (permute: index_select, its backward needs
+//    the int64 row indices only), :705-710 (all-to-all over ep), :745-751
+//    (all-gather over etp): an expert rank's grouped fc1 saves k x etp token
+//    rows of h (experts.py:928-931);
+//  * experts.py:943-985: the fused weighted SwiGLU saves fc1's output (2 x
+//    moe_ffn / etp per received row = k x 2·moe_ffn per token) and the
+//    permuted fp32 probabilities; fc2 saves its input (k x moe_ffn);
+//  * token_dispatcher.py:796-900: the combine (reduce-scatter over etp,
+//    all-to-all back, unpermute's scatter-add) saves nothing but indices;
+//  * shared_experts.py: a tensor-parallel MLP of num_shared_experts x moe_ffn.
+void add_moe_mlp(TensorList* lp, const Model& m) {
+  TensorList& l = *lp;
+  const std::int64_t h = m.hidden_size, k = m.experts_per_token, e = m.num_experts, f = m.moe_ffn_hidden_size;
+  const std::int64_t fin = m.gated() ? 2 * f : f;
+  l.add({"router", "input (norm output; also the shared experts' fc1 input)", h, 0, ElemKind::kAct, Shard::kSp, false, true});
+  l.add({"router", "scores (fp32)", e, 0, ElemKind::kFp32, Shard::kSp, false});
+  l.add({"router", "aux-loss scores (fp32)", e, 0, ElemKind::kFp32, Shard::kSp, false});
+  l.add({"router", "routing map", e, 0, ElemKind::kMask, Shard::kSp, false});
+  l.add({"permute", "row indices (top-k)", k, 0, ElemKind::kIndex, Shard::kSp, false});
+  l.add({"experts_fc1", "input (dispatched tokens, top-k x etp)", k * h, 0, ElemKind::kAct, Shard::kSp, false, true, true});
+  l.add({"experts_act", "input (fc1 output, top-k)", k * fin, 0, ElemKind::kAct, Shard::kSp, false});
+  l.add({"experts_act", "permuted probabilities (fp32, top-k x etp)", k, 0, ElemKind::kFp32, Shard::kSp, false, false, true});
+  l.add({"experts_fc2", "input (activation output, top-k)", k * f, 0, ElemKind::kAct, Shard::kSp, false, true});
+  if (m.num_shared_experts > 0) {
+    const std::int64_t fs = std::int64_t(m.num_shared_experts) * f;
+    l.add({"shared_act", "input (shared experts' fc1 output)", m.gated() ? 2 * fs : fs, 0, ElemKind::kAct, Shard::kTp, false});
+    l.add({"shared_fc2", "input (activation output)", fs, 0, ElemKind::kAct, Shard::kTp, false, true});
+  }
+}
+}  // namespace
 
 TensorList embedding_saved_tensors(const Model& m) {
   TensorList l;
@@ -116,13 +192,13 @@ TensorList output_saved_tensors(const Model& m) {
 }
 
 std::int64_t layer_activation_bytes(const Model& m, bool flash, Recompute r, const ActShape& a,
-                                    const ActivationVariant& v) {
+                                    const ActivationVariant& v, LayerKind kind) {
   if (r == Recompute::kFull) {
     const SavedTensor input{"layer", "input", m.hidden_size, 0, ElemKind::kAct, Shard::kSp, false};
     return tensor_bytes(input, a);
   }
   std::int64_t sum = 0;
-  for (const SavedTensor& t : layer_saved_tensors(m, flash, v))
+  for (const SavedTensor& t : layer_saved_tensors(m, flash, v, kind))
     if (!(r == Recompute::kSelective && t.core_attention)) sum += tensor_bytes(t, a);
   return sum;
 }
@@ -138,29 +214,33 @@ std::int64_t segment_slack(std::int64_t bytes) {
 }  // namespace
 
 std::int64_t layer_rounding_slack(const Model& m, bool flash, Recompute r, const ActShape& a,
-                                  const ActivationVariant& v) {
+                                  const ActivationVariant& v, LayerKind kind) {
   if (r == Recompute::kFull) {
     const SavedTensor input{"layer", "input", m.hidden_size, 0, ElemKind::kAct, Shard::kSp, false};
     return segment_slack(tensor_bytes(input, a));
   }
   std::int64_t sum = 0;
-  for (const SavedTensor& t : layer_saved_tensors(m, flash, v))
+  for (const SavedTensor& t : layer_saved_tensors(m, flash, v, kind))
     if (!(r == Recompute::kSelective && t.core_attention)) sum += segment_slack(tensor_bytes(t, a));
   return sum;
 }
 
 TransientPeak layer_transient_peak(const Model& m, bool flash, Recompute r, const ActShape& a,
-                                   const ActivationVariant& v) {
+                                   const ActivationVariant& v, LayerKind kind) {
   const std::int64_t sb = a.s * a.b, tp = a.tp, e = a.act_bytes;
   const std::int64_t X = sb * m.hidden_size * e / (a.sp ? tp : 1);  // hidden state, sequence-sharded with SP
   const std::int64_t H = sb * m.hidden_size * e;                    // full hidden state (row-parallel partial sum)
   const std::int64_t U = sb * m.ffn_in_width() * e / tp, G = sb * m.ffn_hidden_size * e / tp;
-  const std::int64_t C = sb * m.q_width() * e / tp, Q = sb * (m.q_width() + 2 * m.kv_width()) * e / tp;
+  // Attention output and Q|K|V widths (multi-latent: qk_nope + qk_rope for Q and K, v_head_dim for V).
+  const std::int64_t qw = m.mla() ? std::int64_t(m.num_attention_heads) * (m.qk_nope_head_dim + m.qk_rope_head_dim) : m.q_width();
+  const std::int64_t vw = m.mla() ? std::int64_t(m.num_attention_heads) * m.v_head_dim : m.q_width();
+  const std::int64_t kvw = m.mla() ? qw + vw : 2 * m.kv_width();
+  const std::int64_t C = sb * vw * e / tp, Q = sb * (qw + kvw) * e / tp;
   const std::int64_t D = m.hidden_dropout > 0 ? sb * m.hidden_size / (a.sp ? tp : 1) : 0;  // 1-byte mask
   const std::int64_t RS = a.sp ? X : 0;  // a reduce-scatter's output, alive with its input
   const std::int64_t DX = m.hidden_dropout > 0 ? X : 0;  // gradient through a residual dropout
-  const std::int64_t none = layer_activation_bytes(m, flash, Recompute::kNone, a, v);
-  const std::int64_t core = none - layer_activation_bytes(m, flash, Recompute::kSelective, a, v);
+  const std::int64_t none = layer_activation_bytes(m, flash, Recompute::kNone, a, v, kind);
+  const std::int64_t core = none - layer_activation_bytes(m, flash, Recompute::kSelective, a, v, kind);
   const std::int64_t scratch = 8 * a.s;  // attention backward: 2·s fp32
   TransientPeak p;
   auto at = [&](std::int64_t bytes, const char* phase) {
@@ -177,9 +257,29 @@ TransientPeak layer_transient_peak(const Model& m, bool flash, Recompute r, cons
   if (r == Recompute::kSelective && !flash) at(core, "forward: attention core (dropped after use)");
   // Backward, with the residual gradient X alive and R held to the end.
   const std::int64_t base = X + R;
-  at(base + DX + G, "backward: residual grad + MLP output grad + fc2-input grad");
-  at(base + G + U, "backward: residual grad + fc2-input grad + fc1-output grad");
-  at(base + U + H, "backward: residual grad + fc1-output grad + MLP-norm-output grad");
+  if (kind == LayerKind::kMoe) {
+    // The expert MLP (token_dispatcher.py:796-900, experts.py): P = the
+    // rank's k token copies of h, Pg = P x etp after the etp all-gather.
+    // Forward: the experts' fc2 output Pg, with etp > 1 its fp32 copy and the
+    // fp32 reduce-scatter output (token_dispatcher.py:829-833), then the
+    // all-to-all back beside it. Backward: the gradients the other way, with
+    // the experts' fc2-input (Gk) and fc1-output (Uk) gradients.
+    const std::int64_t k = m.experts_per_token, f = m.moe_ffn_hidden_size, fin = m.gated() ? 2 * f : f;
+    const std::int64_t rows = sb * k / (a.sp ? tp : 1);  // the rank's dispatched token copies
+    const std::int64_t P = rows * m.hidden_size * e, Pg = P * a.etp;
+    const std::int64_t Gk = rows * f * e, Uk = rows * fin * e;
+    if (a.etp > 1) at(dres_if_recompute + R + Pg + 2 * Pg + 2 * P, "forward: expert output, its fp32 copy and the reduce-scatter output");
+    else at(dres_if_recompute + R + 2 * P, "forward: expert output and the combine all-to-all output");
+    at(base + 2 * P + Pg, "backward: residual grad + combine gradients (all-to-all, all-gather)");
+    at(base + Pg + Gk, "backward: residual grad + expert output grad + fc2-input grad");
+    at(base + Gk + Uk, "backward: residual grad + expert fc2-input grad + fc1-output grad");
+    at(base + Uk + Pg, "backward: residual grad + expert fc1-output grad + dispatched-token grad");
+    at(base + Pg + P + H, "backward: residual grad + dispatch gradients + MLP-norm-output grad");
+  } else {
+    at(base + DX + G, "backward: residual grad + MLP output grad + fc2-input grad");
+    at(base + G + U, "backward: residual grad + fc2-input grad + fc1-output grad");
+    at(base + U + H, "backward: residual grad + fc1-output grad + MLP-norm-output grad");
+  }
   at(base + H + RS, "backward: residual grad + MLP-norm-output grad and its reduce-scatter");
   const std::int64_t recore = r == Recompute::kSelective && !flash ? core : 0;
   at(base + DX + C, "backward: residual grad + attention output grad + context grad");

@@ -20,7 +20,7 @@ enum class Shard {
   kSp,    // split over tp along the sequence only with sequence parallelism
 };
 
-enum class ElemKind { kAct, kMask, kFp32 };  // activation dtype, 1-byte mask, fp32
+enum class ElemKind { kAct, kMask, kFp32, kIndex };  // activation dtype, 1-byte mask, fp32, int64 index
 
 struct SavedTensor {
   const char* op;
@@ -31,10 +31,16 @@ struct SavedTensor {
   Shard shard;
   bool core_attention;     // dropped by selective recompute (re-run from Q, K, V)
   bool linear_input = false;  // a transformer linear layer's input: 1 byte under FP8 (TE keeps the FP8 cast)
+  // Tokens an expert rank received: the etp ranks' tokens gathered (x etp).
+  bool per_etp = false;
 };
 
+// A dense layer, or a mixture-of-experts layer (router, routed and shared
+// experts in place of the MLP). Attention is multi-latent when the model says so.
+enum class LayerKind { kDense, kMoe };
+
 struct TensorList {
-  std::array<SavedTensor, 32> items{};
+  std::array<SavedTensor, 48> items{};
   int size = 0;
   void add(const SavedTensor& t) { items[size++] = t; }
   const SavedTensor* begin() const { return items.data(); }
@@ -47,6 +53,7 @@ struct ActShape {
   bool sp;
   int act_bytes;      // bytes of the activation dtype
   bool fp8 = false;   // FP8 training: linear inputs saved as their FP8 (column-wise) cast
+  int etp = 1;        // expert tensor-parallel size (MoE layers)
 };
 
 // Bytes of one saved tensor for one micro-batch on one tp rank.
@@ -54,7 +61,7 @@ std::int64_t tensor_bytes(const SavedTensor& t, const ActShape& a);
 
 // What one transformer layer saves with no recomputation, under a framework's
 // variants (fused or unfused SwiGLU, extra QKV copies, norm statistics).
-TensorList layer_saved_tensors(const Model& m, bool flash_attention, const ActivationVariant& v = {});
+TensorList layer_saved_tensors(const Model& m, bool flash_attention, const ActivationVariant& v = {}, LayerKind kind = LayerKind::kDense);
 // What the first stage saves for the embedding, and the last for the final
 // norm, output layer and cross-entropy.
 TensorList embedding_saved_tensors(const Model& m);
@@ -64,13 +71,13 @@ TensorList output_saved_tensors(const Model& m);
 // none keeps all; selective drops the attention core's tensors (Korthikanti
 // §5.1); full keeps only the layer input (Chen et al. 2016).
 std::int64_t layer_activation_bytes(const Model& m, bool flash, Recompute r, const ActShape& a,
-                                    const ActivationVariant& v = {});
+                                    const ActivationVariant& v = {}, LayerKind kind = LayerKind::kDense);
 
 // The caching allocator's rounding of one layer's saved tensors: a request of
 // 10 MiB or more gets a segment rounded up to 2 MiB (CUDACachingAllocator.cpp
 // kMinLargeAlloc, kRoundLarge); the remainder is reserved, not allocated.
 std::int64_t layer_rounding_slack(const Model& m, bool flash, Recompute r, const ActShape& a,
-                                  const ActivationVariant& v = {});
+                                  const ActivationVariant& v = {}, LayerKind kind = LayerKind::kDense);
 
 // Peak of the short-lived buffers around one layer (everything that is not a
 // saved activation, a parameter or a communication buffer), and where it
@@ -84,6 +91,6 @@ struct TransientPeak {
   const char* phase = "";
 };
 TransientPeak layer_transient_peak(const Model& m, bool flash, Recompute r, const ActShape& a,
-                                   const ActivationVariant& v = {});
+                                   const ActivationVariant& v = {}, LayerKind kind = LayerKind::kDense);
 
 }  // namespace paraplan

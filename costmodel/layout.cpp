@@ -81,6 +81,8 @@ void parse_layout_into(std::string_view text, Layout* out, LayoutFields* set) {
     if (key == "dp") { out->dp = parse_positive(key, val, 1, kMaxGpus); set->dp = true; }
     else if (key == "tp") { out->tp = parse_positive(key, val, 1, kMaxGpus); set->tp = true; }
     else if (key == "cp") { out->cp = parse_positive(key, val, 1, kMaxGpus); set->cp = true; }
+    else if (key == "ep") { out->ep = parse_positive(key, val, 1, kMaxGpus); set->ep = true; }
+    else if (key == "etp") { out->etp = parse_positive(key, val, 1, kMaxGpus); set->etp = true; }
     else if (key == "pp") { out->pp = parse_positive(key, val, 1, kMaxGpus); set->pp = true; }
     else if (key == "vpp") { out->vpp = parse_positive(key, val, 1, kMaxLayers); set->vpp = true; }
     else if (key == "mbs") { out->mbs = parse_positive(key, val, 1, kMaxBatch); set->mbs = true; }
@@ -144,7 +146,9 @@ std::string to_string(const Layout& l) {
   std::string s;
   s.reserve(96);
   s += "dp=" + std::to_string(l.dp) + ",tp=" + std::to_string(l.tp) +
-       (l.cp > 1 ? ",cp=" + std::to_string(l.cp) : std::string()) + ",pp=" + std::to_string(l.pp) + ",vpp=" + std::to_string(l.vpp) +
+       (l.cp > 1 ? ",cp=" + std::to_string(l.cp) : std::string()) +
+       (l.ep > 1 || l.etp > 0 ? ",ep=" + std::to_string(l.ep) : std::string()) +
+       (l.etp > 0 ? ",etp=" + std::to_string(l.etp) : std::string()) + ",pp=" + std::to_string(l.pp) + ",vpp=" + std::to_string(l.vpp) +
        ",sp=" + (l.sp ? "1" : "0") + ",zero=" + std::to_string(l.zero) +
        ",recompute=" + recompute_name(l.recompute) + ",mbs=" + std::to_string(l.mbs) +
        ",schedule=" + schedule_name(l.schedule);

@@ -1,5 +1,6 @@
 // A parallel layout and its one canonical text form:
 //   dp=8,tp=8,pp=4,vpp=2,sp=1,zero=1,recompute=selective,mbs=1,schedule=1f1b
+// (with experts: dp=64,tp=1,ep=64,etp=1,pp=16,...)
 // followed, only when set, by first_stage_layers=N and last_stage_layers=N
 // (uneven pipeline stages, Megatron-LM --decoder-first/last-pipeline-num-layers)
 // and balance=cost (nanotron's compute-cost split of the pipeline).
@@ -7,6 +8,7 @@
 // is accepted on input and printed as `1f1b` with its vpp.
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -51,10 +53,25 @@ struct Layout {
   RecomputeMethod recompute_method = RecomputeMethod::kUniform;
   int recompute_layers = 1;
   StageBalance balance = StageBalance::kLayers;
+  // Mixtures of experts (Megatron-LM --expert-model-parallel-size,
+  // --expert-tensor-parallel-size): the routed experts of each MoE layer split
+  // over ep ranks, each expert's matrices over etp ranks. Megatron-core lays
+  // the expert grid over the same tp x cp x dp ranks of a pipeline stage as
+  // etp x ep x edp (NVIDIA/Megatron-LM@d98e8a64 megatron/core/parallel_state.py:
+  // 873-895), so etp x ep must divide tp x cp x dp. etp = 0: the same as tp
+  // (arguments.py:587-588); resolve_layout sets it for a mixture of experts.
+  // Printed after tp/cp when the model has experts.
+  int ep = 1;
+  int etp = 0;
 
   int gpus() const { return dp * tp * cp * pp; }
   // Ranks that share gradients and optimizer shards: dp x cp (Megatron's dp_cp group).
   int dp_cp() const { return dp * cp; }
+  // The expert tensor-parallel size (tp when not set) and the expert data-
+  // parallel size edp = tp x cp x dp / (etp x ep): the ranks that share an
+  // expert's gradients and optimizer shards (parallel_state.py:880).
+  int expert_tp() const { return etp > 0 ? etp : tp; }
+  int edp() const { return int(std::int64_t(dp) * tp * cp / (std::int64_t(expert_tp()) * ep)); }
   bool interleaved() const { return schedule == Schedule::k1F1B && vpp > 1; }
   bool uneven() const { return first_stage_layers > 0 || last_stage_layers > 0; }
   bool partial_recompute_set() const { return recompute_method != RecomputeMethod::kUniform || recompute_layers != 1; }
@@ -83,7 +100,8 @@ bool parse_schedule(std::string_view text, Schedule* out, bool* interleaved);
 struct LayoutFields {
   bool dp = false, tp = false, cp = false, pp = false, vpp = false, sp = false, zero = false,
        recompute = false, mbs = false, schedule = false, first_stage_layers = false,
-       last_stage_layers = false, recompute_method = false, recompute_layers = false, balance = false;
+       last_stage_layers = false, recompute_method = false, recompute_layers = false, balance = false,
+       ep = false, etp = false;
 };
 
 // Parses the canonical form; unnamed fields keep the values already in *out.

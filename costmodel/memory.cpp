@@ -114,7 +114,13 @@ std::int64_t largest_grad_group(const Model& m, const Layout& l, int stage) {
 double stage_bytes_bound(const Spec& s, const Layout& l) {
   const Model& m = s.model;
   const double tokens = double(s.training.seq_length) * l.mbs;
-  const double width = double(m.hidden_size) + double(m.q_width()) + 2.0 * double(m.kv_width()) + 3.0 * m.ffn_hidden_size;
+  double width = double(m.hidden_size) + double(m.q_width()) + 2.0 * double(m.kv_width()) + 3.0 * m.ffn_hidden_size;
+  // Experts: top-k copies of each token (x etp gathered), the router's num_experts
+  // scores, shared experts; multi-latent attention's latents and heads.
+  width += double(m.experts_per_token) * (double(m.hidden_size) * l.expert_tp() + 3.0 * m.moe_ffn_hidden_size + 4.0) +
+           9.0 * m.num_experts + 3.0 * double(m.num_shared_experts) * m.moe_ffn_hidden_size + double(m.q_lora_rank) +
+           double(m.kv_lora_rank) +
+           3.0 * double(m.num_attention_heads) * (double(m.qk_nope_head_dim) + m.qk_rope_head_dim + m.v_head_dim);
   const double per_token_layer = 64.0 * width + 16.0 * double(m.num_attention_heads) * s.training.seq_length;
   const double in_flight = double(num_microbatches(s, l)) + double(l.pp) * l.vpp;
   StageSplit split;
@@ -128,6 +134,8 @@ double stage_bytes_bound(const Spec& s, const Layout& l) {
 // stages, estimate_memory all of them).
 struct LayerMemory {
   std::int64_t per_layer = 0, whole = 0, slack = 0, whole_slack = 0;
+  // The same for a mixture-of-experts layer (0 for a dense model).
+  std::int64_t moe_per_layer = 0, moe_whole = 0, moe_slack = 0, moe_whole_slack = 0;
   TransientPeak transient, transient_none;
   int output_stage = 0, loss_stage = 0;  // output_stage(), loss_stage() of the layout
 };
@@ -136,15 +144,31 @@ LayerMemory layer_memory(const Spec& s, const Layout& l) {
   const Model& m = s.model;
   const Training& t = s.training;
   const Profile& prof = profile(t.framework);
-  const ActShape a{t.seq_length / l.cp, l.mbs, l.tp, l.sp, dtype_bytes(t.precision), t.fp8};
+  const ActShape a{t.seq_length / l.cp, l.mbs, l.tp, l.sp, dtype_bytes(t.precision), t.fp8, l.expert_tp()};
   const bool full = l.recompute == Recompute::kFull, fragmentation = s.cluster.fragmentation_modelled();
   LayerMemory r;
+  if (m.is_moe()) {
+    const LayerKind k = LayerKind::kMoe;
+    r.moe_per_layer = layer_activation_bytes(m, t.flash_attention, l.recompute, a, prof.act, k);
+    r.moe_whole = full ? layer_activation_bytes(m, t.flash_attention, Recompute::kNone, a, prof.act, k) : r.moe_per_layer;
+    r.moe_slack = fragmentation ? layer_rounding_slack(m, t.flash_attention, l.recompute, a, prof.act, k) : 0;
+    r.moe_whole_slack =
+        fragmentation && full ? layer_rounding_slack(m, t.flash_attention, Recompute::kNone, a, prof.act, k) : r.moe_slack;
+  }
   r.per_layer = layer_activation_bytes(m, t.flash_attention, l.recompute, a, prof.act);
   r.whole = full ? layer_activation_bytes(m, t.flash_attention, Recompute::kNone, a, prof.act) : r.per_layer;
   r.slack = fragmentation ? layer_rounding_slack(m, t.flash_attention, l.recompute, a, prof.act) : 0;
   r.whole_slack = fragmentation && full ? layer_rounding_slack(m, t.flash_attention, Recompute::kNone, a, prof.act) : r.slack;
   r.transient = layer_transient_peak(m, t.flash_attention, l.recompute, a, prof.act);
   r.transient_none = full ? layer_transient_peak(m, t.flash_attention, Recompute::kNone, a, prof.act) : r.transient;
+  if (m.is_moe()) {
+    // The larger of a dense and an MoE layer's (a model may have both).
+    const TransientPeak mt = layer_transient_peak(m, t.flash_attention, l.recompute, a, prof.act, LayerKind::kMoe);
+    const TransientPeak mn =
+        full ? layer_transient_peak(m, t.flash_attention, Recompute::kNone, a, prof.act, LayerKind::kMoe) : mt;
+    if (mt.bytes > r.transient.bytes) r.transient = mt;
+    if (mn.bytes > r.transient_none.bytes) r.transient_none = mn;
+  }
   r.output_stage = output_stage(m, l);
   r.loss_stage = loss_stage(m, l);
   return r;
@@ -179,12 +203,23 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
 
   // Model state: the framework's buffers, whole or sharded over dp
   // (Rajbhandari et al. 2020 §5 for ZeRO; costmodel/frameworks/ per stack).
-  const std::int64_t shard = ceil_div(psi, dp);
+  // Routed experts' state is sharded over the expert data-parallel group
+  // instead, edp = tp x cp x dp / (etp x ep): Megatron's DDP keeps expert
+  // parameters in buffers of their own over that group (NVIDIA/Megatron-LM@d98e8a64
+  // megatron/core/distributed/distributed_data_parallel.py:191-213, 282-289).
+  const std::int64_t experts = sp.experts(), dense = psi - experts;
+  const int edp = m.is_moe() ? l.edp() : 1;
+  const std::int64_t shard = ceil_div(dense, dp) + (experts > 0 ? ceil_div(experts, edp) : 0);
   StateBuffers buffers;
   prof.state_buffers(t, l, &buffers);
   for (const StateBuffer& b : buffers) {
     const std::int64_t bytes = std::int64_t(std::llround(b.bytes_per_param * double(b.sharded ? shard : psi)));
     out.add(b.category, b.name, bytes, [&] {
+      if (experts > 0)
+        return b.sharded ? fmt::format("{:g} B x ({} params / {} {} + {} expert params / edp {})", b.bytes_per_param,
+                                       count(dense), l.cp > 1 ? "dp x cp" : "dp", dp, count(experts), edp)
+                         : fmt::format("{:g} B x ({} params + {} expert params)", b.bytes_per_param, count(dense),
+                                       count(experts));
       return b.sharded ? fmt::format("{:g} B x {} params / {} {}", b.bytes_per_param, count(psi),
                                      l.cp > 1 ? "dp x cp" : "dp", dp)
                        : fmt::format("{:g} B x {} params", b.bytes_per_param, count(psi));
@@ -232,7 +267,7 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
 
   // Activations saved for backward, times the micro-batches in flight.
   // With context parallelism each rank holds s/cp tokens of every sequence.
-  const ActShape a{t.seq_length / l.cp, l.mbs, l.tp, l.sp, dtype_bytes(t.precision), t.fp8};
+  const ActShape a{t.seq_length / l.cp, l.mbs, l.tp, l.sp, dtype_bytes(t.precision), t.fp8, l.expert_tp()};
   const int micro = num_microbatches(s, l);
   const int in_flight = in_flight_chunks(l, micro, stage);
   const std::int64_t per_layer = lm.per_layer;
@@ -242,26 +277,35 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
   // recompute_layers; block: per checkpointed layer) and the rest whole.
   const bool full = l.recompute == Recompute::kFull;
   const std::int64_t whole = lm.whole;
-  auto chunk_bytes = [&](int n) -> std::int64_t {
-    return full ? checkpointed_inputs(l, n) * per_layer + whole_layers(l, n) * whole : n * per_layer;
+  // A chunk of n layers, e of them MoE layers (the later ones: a model's
+  // dense layers come first, and the layers block recompute keeps whole are
+  // a chunk's last).
+  auto chunk_bytes = [&](int n, int e) -> std::int64_t {
+    if (!full) return (n - e) * per_layer + std::int64_t(e) * lm.moe_per_layer;
+    const int w = whole_layers(l, n), we = std::min(w, e);
+    return checkpointed_inputs(l, n) * per_layer + (w - we) * whole + std::int64_t(we) * lm.moe_whole;
   };
   // Their rounding slack (allocator segments) goes with them: checkpointed
   // inputs and whole layers round separately.
   const std::int64_t slack = lm.slack, whole_slack = lm.whole_slack;
-  auto chunk_slack = [&](int n) -> std::int64_t {
-    return full ? checkpointed_inputs(l, n) * slack + whole_layers(l, n) * whole_slack : n * slack;
+  auto chunk_slack = [&](int n, int e) -> std::int64_t {
+    if (!full) return (n - e) * slack + std::int64_t(e) * lm.moe_slack;
+    const int w = whole_layers(l, n), we = std::min(w, e);
+    return checkpointed_inputs(l, n) * slack + (w - we) * whole_slack + std::int64_t(we) * lm.moe_whole_slack;
   };
   const std::int64_t layers_per_chunk = (sp.layers + l.vpp - 1) / l.vpp;  // the largest chunk
-  const bool even_chunks = sp.layers % l.vpp == 0;
-  std::int64_t held_layers = in_flight * layers_per_chunk, held_bytes = in_flight * chunk_bytes(int(layers_per_chunk)),
-               held_slack = in_flight * chunk_slack(int(layers_per_chunk));
+  const bool even_chunks = sp.layers % l.vpp == 0 && !m.is_moe();
+  std::int64_t held_layers = in_flight * layers_per_chunk, held_bytes = in_flight * chunk_bytes(int(layers_per_chunk), 0),
+               held_slack = in_flight * chunk_slack(int(layers_per_chunk), 0), held_moe = 0;
   if (!even_chunks) {
     held_layers = held_bytes = held_slack = 0;
     for (int c = 0; c < l.vpp; ++c) {
       const int n = chunk_layers(int(sp.layers), l, stage, c), k = in_flight_of_chunk(l, micro, stage, c);
+      const int e = chunk_moe_layers(m, l, stage, c);
       held_layers += std::int64_t(k) * n;
-      held_bytes += k * chunk_bytes(n);
-      held_slack += k * chunk_slack(n);
+      held_moe += std::int64_t(k) * e;
+      held_bytes += k * chunk_bytes(n, e);
+      held_slack += k * chunk_slack(n, e);
     }
   }
   const bool partial = full && l.partial_recompute_set();
@@ -269,6 +313,11 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
           [&] {
             const char* unit = l.vpp > 1 ? "chunk forwards" : in_flight == 1 ? "micro-batch" : "micro-batches";
             const char* sched = l.schedule == Schedule::kGPipe ? "GPipe" : l.vpp > 1 ? "interleaved 1F1B" : "1F1B";
+            if (m.is_moe())
+              return fmt::format("{} layer forwards in flight ({} schedule), {} of them MoE layers x {} (dense layers x {}), "
+                                 "{} recompute, etp {}: {}",
+                                 held_layers, sched, held_moe, human(full ? lm.moe_whole : lm.moe_per_layer),
+                                 human(full ? whole : per_layer), recompute_name(l.recompute), l.expert_tp(), human(held_bytes));
             if (partial && even_chunks) {
               const int n = int(layers_per_chunk);
               return fmt::format("{} {} in flight ({} schedule) x ({} checkpointed inputs x {} + {} whole layers x {}) "
@@ -286,7 +335,9 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
             return fmt::format("{} {} in flight ({} schedule) x {} layers x {} per layer ({} recompute)",
                                in_flight, unit, sched, layers_per_chunk, human(per_layer), recompute_name(l.recompute));
           }, partial ? "NVIDIA/Megatron-LM@d98e8a64 megatron/core/recompute.py:157-180 (uniform groups / first N layers per chunk)"
-                     : prof.act.layer_spec);
+             : m.is_moe() ? "NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/moe/ (router.py:106-111, token_dispatcher.py:"
+                            "660-751, experts.py:928-985; costmodel/activations.cpp add_moe_mlp)"
+                          : prof.act.layer_spec);
   if (first) {
     const int n0 = in_flight_of_chunk(l, micro, stage, 0);
     std::int64_t emb = 0;
@@ -363,7 +414,7 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
   }, std::string_view(peak.phase) == "logits" ? prof.loss.source : nullptr);
 
   // Communication buffers.
-  std::int64_t biggest = sp.layer;  // the largest group gathered at once (a layer, or the embedding)
+  std::int64_t biggest = sp.largest_layer();  // the largest group gathered at once (a layer, or the embedding)
   if (first) biggest = std::max(biggest, sp.embedding);
   if (holds_output) biggest = std::max(biggest, sp.output);
   if (l.zero >= 3 || (l.zero == 2 && prof.zero2_keeps_params_unsharded)) {
@@ -426,11 +477,18 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
             "FACTS.md: 0.3-0.5 GiB with lazy module loading (pytorch#107667, PR #86509); cluster key cuda_context_gib");
     // Communicators this rank joins that carry traffic (NCCL connects lazily):
     // tp, dp, the pipeline's point-to-point pair, the tied-embedding group.
+    // Mixtures of experts add the expert groups that carry traffic: ep (the
+    // token all-to-alls), etp when it is not tp, edp (expert gradients).
+    const int moe_comms = m.is_moe() && sp.moe_layers > 0
+                              ? int(l.ep > 1) + int(l.expert_tp() > 1 && l.expert_tp() != l.tp) + int(l.edp() > 1 && l.edp() != dp)
+                              : 0;
     const int comms = int(l.tp > 1) + int(dp > 1) + int(l.pp > 1) + int(l.pp > 1 && m.tie_embeddings && (first || holds_output)) +
-                      int(l.cp > 1);
+                      int(l.cp > 1) + moe_comms;
     out.add(Category::kRuntime, "NCCL buffers", std::int64_t(std::llround(comms * c.nccl_comm_mib * 1024 * 1024)), [&] {
-      return fmt::format("{} communicators (tp {}, dp {}, pp {}{}) x nccl_comm_mib {:g} MiB", comms, l.tp, l.dp, l.pp,
-                         l.cp > 1 ? fmt::format(", cp {}", l.cp) : std::string(), c.nccl_comm_mib);
+      return fmt::format("{} communicators (tp {}, dp {}, pp {}{}{}) x nccl_comm_mib {:g} MiB", comms, l.tp, l.dp, l.pp,
+                         l.cp > 1 ? fmt::format(", cp {}", l.cp) : std::string(),
+                         moe_comms > 0 ? fmt::format(", ep {}, etp {}, edp {}", l.ep, l.expert_tp(), l.edp()) : std::string(),
+                         c.nccl_comm_mib);
     }, "NVIDIA/nccl@5067397c src/init.cc:810-828, src/include/device.h:26,97-98,114-115 (per-connection buffers)");
     const std::int64_t cublas = std::int64_t(std::llround(c.cublas_workspace_mib * 1024 * 1024));
     out.add(Category::kRuntime, "cuBLAS workspace (inside the allocator)", cublas,
@@ -485,11 +543,48 @@ StageParams stage_params(const Model& m, const Layout& l, int stage) {
   const std::int64_t norm = m.normalization == Normalization::kRmsNorm ? h : 2 * h;
   StageParams p;
   p.layers = stage_layers(m, l, stage);
-  // Column-parallel QKV and fc1, row-parallel out-proj and fc2 (Shoeybi et al.
-  // 2019); row-parallel biases and norms are replicated.
-  p.layer = linear_layer_weights(m) / t + m.norms_per_layer() * norm;
-  if (m.has_qkv_bias()) p.layer += (q + 2 * kv) / t;
-  if (m.bias) p.layer += h + fin / t + h;
+  if (!m.is_moe() && !m.mla()) {
+    // Column-parallel QKV and fc1, row-parallel out-proj and fc2 (Shoeybi et al.
+    // 2019); row-parallel biases and norms are replicated.
+    p.layer = linear_layer_weights(m) / t + m.norms_per_layer() * norm;
+    if (m.has_qkv_bias()) p.layer += (q + 2 * kv) / t;
+    if (m.bias) p.layer += h + fin / t + h;
+  } else {
+    // Attention per tp rank. Multi-latent: the down projections and the
+    // latent norms replicated ('duplicated', NVIDIA/Megatron-LM@d98e8a64
+    // megatron/core/transformer/multi_latent_attention.py:526-600), the up
+    // projections column-parallel and the output projection row-parallel.
+    std::int64_t attn = 0;
+    if (m.mla()) {
+      const std::int64_t heads = m.num_attention_heads, qk = m.qk_nope_head_dim + m.qk_rope_head_dim;
+      attn = m.q_lora_rank > 0 ? h * m.q_lora_rank + m.q_lora_rank + std::int64_t(m.q_lora_rank) * heads * qk / t
+                               : h * heads * qk / t;
+      attn += h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank +
+              std::int64_t(m.kv_lora_rank) * heads * (m.qk_nope_head_dim + m.v_head_dim) / t;
+      attn += heads * m.v_head_dim * h / t;
+    } else {
+      attn = (h * q + 2 * h * kv + q * h) / t;
+      if (m.has_qkv_bias()) attn += (q + 2 * kv) / t;
+      if (m.bias) attn += h;
+    }
+    // An MLP of width f split over n ranks (column fc1, row fc2, its bias whole).
+    auto mlp = [&](std::int64_t f, std::int64_t n) {
+      const std::int64_t in = m.gated() ? 2 * f : f;
+      return (h * in + f * h) / n + (m.bias ? in / n + h : 0);
+    };
+    const std::int64_t norms = m.norms_per_layer() * norm;
+    p.layer = attn + norms + mlp(m.ffn_hidden_size, t);
+    if (m.is_moe()) {
+      // Megatron-core MoE (megatron/core/transformer/moe/): the router's
+      // num_experts x h weight (+ the expert bias) on every rank (router.py:
+      // 60-88), shared experts a tensor-parallel MLP (shared_experts.py), each
+      // rank's num_experts / ep local experts split over etp (experts.py:183-240).
+      p.moe_layers = stage_moe_layers(m, l, stage);
+      p.moe_layer = attn + norms + std::int64_t(m.num_experts) * h + (m.router_bias ? m.num_experts : 0) +
+                    (m.num_shared_experts > 0 ? mlp(std::int64_t(m.num_shared_experts) * m.moe_ffn_hidden_size, t) : 0);
+      p.expert = std::int64_t(m.num_experts / l.ep) * mlp(m.moe_ffn_hidden_size, l.expert_tp());
+    }
+  }
   const std::int64_t vocab_rows = vocab_per_rank(m, l.tp);
   if (stage == 0) {
     p.embedding = vocab_rows * h;

@@ -58,11 +58,27 @@ struct MemoryBreakdown {
 // Parameters one rank of a stage holds (tp-sharded, before ZeRO).
 struct StageParams {
   std::int64_t layers = 0;         // transformer layers on this pipeline rank
-  std::int64_t layer = 0;          // one layer's parameters on one tp rank
+  std::int64_t layer = 0;          // one dense layer's parameters on one tp rank
+  // Mixtures of experts: how many of `layers` are MoE layers, one MoE layer's
+  // parameters on one rank apart from its routed experts (attention, norms,
+  // router, shared experts: tp-sharded as dense layers are), and its routed
+  // experts on one rank: num_experts / ep experts, each split over etp.
+  std::int64_t moe_layers = 0;
+  std::int64_t moe_layer = 0;
+  std::int64_t expert = 0;
   std::int64_t embedding = 0;      // token (+ position) embedding, stage 0
   std::int64_t output = 0;         // output layer (or tied copy) on the last stage
   std::int64_t final_norm = 0;
-  std::int64_t total() const { return layers * layer + embedding + output + final_norm; }
+  // The routed experts' parameters: sharded over the expert data-parallel group.
+  std::int64_t experts() const { return moe_layers * expert; }
+  std::int64_t total() const {
+    return (layers - moe_layers) * layer + moe_layers * (moe_layer + expert) + embedding + output + final_norm;
+  }
+  // The most parameters one layer holds on this rank (ZeRO-3 gathers a layer at a time).
+  std::int64_t largest_layer() const {
+    const std::int64_t moe = moe_layers > 0 ? moe_layer + expert : 0;
+    return layers - moe_layers > 0 && layer > moe ? layer : moe;
+  }
 };
 StageParams stage_params(const Model& m, const Layout& l, int stage);
 

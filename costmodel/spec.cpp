@@ -24,6 +24,12 @@ const char* invalid_name(Invalid r) {
     case Invalid::kRecomputeMethod: return "recompute_method_needs_full";
     case Invalid::kSeqCp: return "seq_not_divisible_by_2cp";
     case Invalid::kCpAttention: return "cp_needs_flash_attention";
+    case Invalid::kEpDense: return "ep_needs_experts";
+    case Invalid::kEpExperts: return "experts_not_divisible_by_ep";
+    case Invalid::kExpertGrid: return "etp_ep_not_dividing_tp_cp_dp";
+    case Invalid::kEtpFfn: return "moe_ffn_not_divisible_by_etp";
+    case Invalid::kMoeSp: return "moe_tp_needs_sp";
+    case Invalid::kMoeFramework: return "moe_megatron_only";
     case Invalid::kCount: break;
   }
   return "?";
@@ -102,6 +108,26 @@ bool stage_split(int L, const Layout& l, StageSplit* out) {
   return (l.pp <= 2 || out->middle % v == 0) && short_ok(out->first) && short_ok(out->last);
 }
 
+int chunk_moe_layers(const Model& m, const Layout& l, int stage, int chunk) {
+  if (!m.is_moe()) return 0;
+  if (l.balance == StageBalance::kCost && l.pp > 1) {
+    const CostSplit cs = cost_split(m, l.pp);
+    return moe_layers_in(m, cs.first_layer(stage), cs.layers(stage));
+  }
+  StageSplit sp;
+  if (!stage_split(m.num_layers, l, &sp)) return 0;
+  const int vs = chunk * l.pp + stage;
+  return moe_layers_in(m, virtual_stage_first_layer(sp, l, vs), virtual_stage_layers(sp, l, vs));
+}
+
+int stage_moe_layers(const Model& m, const Layout& l, int stage) {
+  if (!m.is_moe()) return 0;
+  if (l.balance == StageBalance::kCost && l.pp > 1) return chunk_moe_layers(m, l, stage, 0);
+  int n = 0;
+  for (int c = 0; c < l.vpp; ++c) n += chunk_moe_layers(m, l, stage, c);
+  return n;
+}
+
 std::optional<Invalid> layout_invalid(const Spec& s, const Layout& l, bool check_tp_span) {
   const Model& m = s.model;
   // Every factor is checked against its bound before any product, so the
@@ -122,6 +148,20 @@ std::optional<Invalid> layout_invalid(const Spec& s, const Layout& l, bool check
   // Context parallelism runs inside Transformer Engine's fused / flash
   // attention (TE context_parallel.py); there is no unfused path.
   if (l.cp > 1 && !s.training.flash_attention) return Invalid::kCpAttention;
+  if (!m.is_moe()) {
+    if (l.ep != 1 || l.etp > 0) return Invalid::kEpDense;
+  } else {
+    // Megatron-LM@d98e8a64 arguments.py:1655-1658 (num_experts % ep),
+    // parallel_state.py:873-884 (world % (etp·ep·pp)), moe_layer.py:636-639
+    // (MoE with tp > 1 raises without sequence parallelism).
+    const int etp = l.expert_tp();
+    if (l.ep < 1 || etp < 1 || l.ep > gpus || etp > gpus) return Invalid::kExpertGrid;
+    if (m.num_experts % l.ep) return Invalid::kEpExperts;
+    if ((std::int64_t(l.dp) * l.tp * l.cp) % (std::int64_t(etp) * l.ep)) return Invalid::kExpertGrid;
+    if (m.moe_ffn_hidden_size % etp) return Invalid::kEtpFfn;
+    if (l.tp > 1 && !l.sp) return Invalid::kMoeSp;
+    if (s.training.framework != Framework::kMegatron) return Invalid::kMoeFramework;
+  }
   if (l.vpp < 1 || (l.vpp > 1 && (l.pp < 2 || l.schedule == Schedule::kGPipe))) return Invalid::kVpp;
   if (l.pp > m.num_layers || l.vpp > m.num_layers) return Invalid::kLayersPp;
   if (l.balance == StageBalance::kCost && l.pp > 1) {
@@ -189,6 +229,8 @@ std::optional<LayoutProblem> resolve_layout(const Spec& s, Layout* l, bool check
     l->dp = int(gpus / tp_cp_pp);
   }
   // A framework that splits its pipeline by compute cost always does (nanotron, base.py:214-240).
+  // Megatron's expert tensor-parallel size defaults to tp (arguments.py:587-588).
+  if (s.model.is_moe() && l->etp == 0) l->etp = l->tp;
   if (profile(s.training.framework).cost_balanced_pipeline && l->pp > 1 && !l->uneven() && l->vpp == 1)
     l->balance = StageBalance::kCost;
   const auto r = layout_invalid(s, *l, check_tp_span);
@@ -275,6 +317,31 @@ std::optional<LayoutProblem> resolve_layout(const Spec& s, Layout* l, bool check
                            std::string("recompute_method and recompute_layers apply to recompute=full (Megatron-LM "
                                        "transformer_config.py:1908-1929); got recompute=") +
                                recompute_name(l->recompute)};
+    case Invalid::kEpDense:
+      return LayoutProblem{*r, l->ep != 1 ? "ep" : "etp",
+                           "expert parallelism (ep, etp) needs a mixture-of-experts model; " + m.name + " has no experts"};
+    case Invalid::kEpExperts:
+      return LayoutProblem{*r, "ep",
+                           "num_experts " + to_string(m.num_experts) + " is not divisible by ep " + to_string(l->ep) +
+                               " (Megatron-LM arguments.py:1655-1658)"};
+    case Invalid::kExpertGrid:
+      return LayoutProblem{*r, "ep",
+                           "etp*ep = " + to_string(std::int64_t(l->expert_tp()) * l->ep) + " does not divide tp*cp*dp = " +
+                               to_string(std::int64_t(l->tp) * l->cp * l->dp) +
+                               ", the ranks of a pipeline stage the expert grid etp x ep x edp covers "
+                               "(Megatron-LM parallel_state.py:873-884)"};
+    case Invalid::kEtpFfn:
+      return LayoutProblem{*r, "etp",
+                           "moe_ffn_hidden_size " + to_string(m.moe_ffn_hidden_size) + " is not divisible by etp " +
+                               to_string(l->expert_tp())};
+    case Invalid::kMoeSp:
+      return LayoutProblem{*r, "sp",
+                           "a mixture of experts with tp " + to_string(l->tp) +
+                               " > 1 needs sequence parallelism, sp=1 (Megatron-LM moe_layer.py:636-639 raises without it)"};
+    case Invalid::kMoeFramework:
+      return LayoutProblem{*r, "framework",
+                           std::string("mixtures of experts are modelled as Megatron-core runs them (framework megatron); "
+                                       "got framework ") + framework_name(t.framework)};
     case Invalid::kCount: break;
   }
   return LayoutProblem{*r, "layout", invalid_name(*r)};

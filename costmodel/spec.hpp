@@ -50,6 +50,12 @@ enum class Invalid {
   kRecomputeMethod, // recompute_method / recompute_layers without recompute = full
   kSeqCp,           // seq length % (2·cp) with context parallelism
   kCpAttention,     // context parallelism without flash (fused) attention
+  kEpDense,         // ep > 1 or etp set on a model without experts
+  kEpExperts,       // num_experts % ep
+  kExpertGrid,      // (tp·cp·dp) % (etp·ep): the expert grid does not tile the stage's ranks
+  kEtpFfn,          // moe_ffn_hidden_size % etp
+  kMoeSp,           // a mixture of experts with tp > 1 and no sequence parallelism
+  kMoeFramework,    // a mixture of experts under a framework profile other than Megatron-LM's
   kCount
 };
 const char* invalid_name(Invalid r);
@@ -146,6 +152,20 @@ inline int virtual_stage_first_layer(const StageSplit& sp, const Layout& l, int 
   for (int u = 0; u < vs; ++u) n += virtual_stage_layers(sp, l, u);
   return n;
 }
+
+// Mixture-of-experts layers among the n layers from global layer `first`
+// (Model::is_moe_layer: from first_dense_layers on, every moe_layer_freq-th).
+inline int moe_layers_in(const Model& m, int first, int n) {
+  if (!m.is_moe() || n <= 0) return 0;
+  const std::int64_t f = m.moe_layer_freq > 0 ? m.moe_layer_freq : 1;
+  // Multiples of f in [max(first, first_dense_layers), first + n).
+  auto upto = [&](std::int64_t x) { return x <= 0 ? std::int64_t(0) : (x + f - 1) / f; };  // multiples of f in [0, x)
+  const std::int64_t lo = first > m.first_dense_layers ? first : m.first_dense_layers, hi = std::int64_t(first) + n;
+  return hi <= lo ? 0 : int(upto(hi) - upto(lo));
+}
+// Of model chunk `chunk` of pipeline rank `stage` (of a valid layout), and of the whole rank.
+int chunk_moe_layers(const Model& m, const Layout& l, int stage, int chunk);
+int stage_moe_layers(const Model& m, const Layout& l, int stage);
 
 // Full recomputation of a model chunk of n layers (Megatron-LM
 // megatron/core/recompute.py:157-180): the layers re-run in the backward, the

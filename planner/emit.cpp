@@ -62,6 +62,8 @@ std::string emit_unsupported(EmitTarget t, const Spec& s, const Layout& l) {
       if (cost) return "balance=cost is nanotron's pipeline split; Megatron-LM splits by layers";
       return "";
     case EmitTarget::kDeepSpeed:
+      if (s.model.is_moe())
+        return "DeepSpeed MoE sets expert parallelism in the model code (deepspeed.moe.layer.MoE ep_size), not in a DeepSpeed config";
       // deepspeedai/DeepSpeed@edaa7221 deepspeed/runtime/pipe/engine.py:77.
       if (l.pp > 1 && l.zero >= 2) return "DeepSpeed's pipeline engine refuses ZeRO-2 and ZeRO-3 (deepspeed/runtime/pipe/engine.py:77)";
       if (l.vpp > 1) return "DeepSpeed's pipeline engine has no interleaved (virtual) stages";
@@ -69,6 +71,7 @@ std::string emit_unsupported(EmitTarget t, const Spec& s, const Layout& l) {
       if (l.cp > 1) return "context parallelism is not a DeepSpeed config setting";
       return "";
     case EmitTarget::kTorchtitan:
+      if (s.model.is_moe()) return "mixture-of-experts layouts are emitted for Megatron-LM only (torchtitan's expert parallelism is not modelled)";
       if (l.zero == 1) return "torchtitan shards with FSDP2 (ZeRO-2 or ZeRO-3) or replicates (ZeRO-0); it has no ZeRO-1";
       if (cost) return "balance=cost is nanotron's pipeline split; torchtitan splits by layers";
       if (l.uneven() && l.vpp > 1) return "uneven stages with vpp > 1: torchtitan's first/last_stage_less_layers count virtual stages";
@@ -78,6 +81,7 @@ std::string emit_unsupported(EmitTarget t, const Spec& s, const Layout& l) {
         return "torchtitan's full activation checkpointing covers every block; partial recompute is Megatron-LM's";
       return "";
     case EmitTarget::kNanotron:
+      if (s.model.is_moe()) return "mixture-of-experts layouts are emitted for Megatron-LM only (nanotron's expert parallelism is not modelled)";
       if (l.zero > 1) return "nanotron shards the optimizer state only (zero_stage 0 or 1)";
       if (l.vpp > 1) return "nanotron has no interleaved (virtual) pipeline stages";
       if (l.cp > 1) return "nanotron's ParallelismArgs has no context parallelism";
@@ -86,7 +90,6 @@ std::string emit_unsupported(EmitTarget t, const Spec& s, const Layout& l) {
         return "nanotron's recompute_layer covers every layer; partial recompute is Megatron-LM's";
       return "";
   }
-  (void)s;
   return "";
 }
 
@@ -105,6 +108,8 @@ Emitted emit_launch(EmitTarget t, const Spec& s, const Layout& l) {
     if (l.first_stage_layers) o += fmt::format(" --decoder-first-pipeline-num-layers {}", l.first_stage_layers);
     if (l.last_stage_layers) o += fmt::format(" --decoder-last-pipeline-num-layers {}", l.last_stage_layers);
     if (l.cp > 1) o += fmt::format(" --context-parallel-size {}", l.cp);
+    if (s.model.is_moe())
+      o += fmt::format(" --expert-model-parallel-size {} --expert-tensor-parallel-size {}", l.ep, l.expert_tp());
     if (l.sp) o += " --sequence-parallel";
     if (l.zero == 1) o += " --use-distributed-optimizer";
     // Megatron-FSDP (megatron/core/distributed/distributed_data_parallel_config.py:90; arguments.py:3190).

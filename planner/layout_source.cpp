@@ -82,7 +82,8 @@ constexpr const char* kReadMegatronFlags[] = {
     "--checkpoint-activations", "--checkpoint-num-layers", "--activations-checkpoint-method",
     "--activations-checkpoint-num-layers", "--bf16", "--fp16", "--grad-reduce-in-bf16", "--attention-backend",
     "--use-flash-attn", "--overlap-grad-reduce", "--overlap-param-gather", "--context-parallel-size", "--cp-comm-type",
-    "--expert-model-parallel-size", "--fp8-format", "--fp8-param-gather", "--fp8-recipe", "--fp8-amax-history-len", "--num-layers", "--hidden-size",
+    "--expert-model-parallel-size", "--expert-tensor-parallel-size", "--num-experts", "--moe-router-topk",
+    "--moe-ffn-hidden-size", "--fp8-format", "--fp8-param-gather", "--fp8-recipe", "--fp8-amax-history-len", "--num-layers", "--hidden-size",
     "--num-attention-heads", "--ffn-hidden-size", "--num-query-groups", "--swiglu",
     "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--add-qkv-bias", "--normalization",
     "--position-embedding-type", "--no-gradient-accumulation-fusion", "--tp-comm-overlap", "--use-megatron-fsdp",
@@ -170,6 +171,12 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
       } else if (ignored) {
         ignored->push_back(flag);
       }
+      continue;
+    }
+    if (!spec->model.is_moe() &&
+        (flag == "--expert-tensor-parallel-size" || flag == "--moe-router-topk" || flag == "--moe-ffn-hidden-size")) {
+      // Megatron reads these only for a mixture of experts (arguments.py:587-588, 1650-1652).
+      if (ignored) ignored->push_back(flag + " (the model has no experts)");
       continue;
     }
     auto val = [&]() -> const std::string& {
@@ -310,10 +317,11 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
     else if (flag == "--cp-comm-type") {
       // Only the p2p ring (Megatron's default, arguments.py:3221) is modelled.
       if (val() != "p2p") fail(src, flag, "only p2p (ring attention, the default) is modelled, got '" + value + "'");
-    } else if (flag == "--expert-model-parallel-size") {
-      if (to_pos_int(src, flag, val(), 1) != 1)
-        fail(src, flag, "expert parallelism is not modelled; expected 1");
-    }
+    } else if (flag == "--expert-model-parallel-size") d.l.ep = capped_int(src, flag, val(), kMaxGpus), d.set.ep = true;
+    else if (flag == "--expert-tensor-parallel-size") d.l.etp = capped_int(src, flag, val(), kMaxGpus), d.set.etp = true;
+    else if (flag == "--num-experts") model_must_match(spec->model.num_experts, "num_experts");
+    else if (flag == "--moe-router-topk") model_must_match(spec->model.experts_per_token, "experts_per_token");
+    else if (flag == "--moe-ffn-hidden-size") model_must_match(spec->model.moe_ffn_hidden_size, "moe_ffn_hidden_size");
     // Every other Megatron flag does not change the memory layout: ignored.
   }
   // Megatron accumulates and reduces gradients in fp32 unless
@@ -539,6 +547,8 @@ void merge(Draft* into, const Draft& from) {
   field(from.set.last_stage_layers, &into->set.last_stage_layers,
         [](const Layout& l) { return l.last_stage_layers; }, "last_stage_layers");
   field(from.set.balance, &into->set.balance, [](const Layout& l) { return int(l.balance); }, "balance");
+  field(from.set.ep, &into->set.ep, [](const Layout& l) { return l.ep; }, "ep");
+  field(from.set.etp, &into->set.etp, [](const Layout& l) { return l.etp; }, "etp");
   if (from.set.dp) into->l.dp = from.l.dp;
   if (from.set.tp) into->l.tp = from.l.tp;
   if (from.set.cp) into->l.cp = from.l.cp;
@@ -554,6 +564,8 @@ void merge(Draft* into, const Draft& from) {
   if (from.set.first_stage_layers) into->l.first_stage_layers = from.l.first_stage_layers;
   if (from.set.last_stage_layers) into->l.last_stage_layers = from.l.last_stage_layers;
   if (from.set.balance) into->l.balance = from.l.balance;
+  if (from.set.ep) into->l.ep = from.l.ep;
+  if (from.set.etp) into->l.etp = from.l.etp;
   if (into->source.empty()) into->source = from.source;
 }
 
