@@ -104,6 +104,15 @@ double group_reducescatter_time(const Cluster& c, const GroupPlacement& g, doubl
          reducescatter_time(g.nodes, s / k, inter_node_link(c));
 }
 
+double group_alltoall_time(const Cluster& c, const GroupPlacement& g, double s) {
+  if (g.size <= 1) return 0;
+  const double n = g.size, k = g.intra_node() ? n : g.ranks_per_node;
+  const LinkCost intra = intra_node_link(c), inter = inter_node_link(c);
+  const double on_node = k > 1 ? intra.alpha_s + (k - 1) / n * s / intra.bytes_per_s : 0;
+  const double off_node = k < n ? inter.alpha_s + (n - k) / n * s / inter.bytes_per_s : 0;
+  return std::max(on_node, off_node);
+}
+
 double group_p2p_time(const Cluster& c, const GroupPlacement& g, double s) {
   if (g.size <= 1) return 0;
   return p2p_time(s, g.intra_node() ? intra_node_link(c) : inter_node_link(c));

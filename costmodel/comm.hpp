@@ -87,6 +87,13 @@ double group_allreduce_time(const Cluster& c, const GroupPlacement& g, double s)
 double group_allgather_time(const Cluster& c, const GroupPlacement& g, double s);
 // Reduce-scatter of S over a placed group: intra of S, then inter-node of S/k.
 double group_reducescatter_time(const Cluster& c, const GroupPlacement& g, double s);
+// All-to-all of S per rank over a placed group (S: all a rank holds, 1/n of it
+// for each member, itself included): NCCL runs it as grouped send/recv to
+// every peer at once (torch.distributed.all_to_all_single; nccl-tests
+// all_to_all), so a rank sends (k-1)/n · S over NVLink to the k-1 members on
+// its node and (n-k)/n · S over its NIC to the others, both levels at once:
+// the slower level bounds it, one latency each.
+double group_alltoall_time(const Cluster& c, const GroupPlacement& g, double s);
 // Send/recv of S between neighbours of a placed group: the slowest link the
 // group spans (a pipeline spanning nodes has at least one inter-node boundary).
 double group_p2p_time(const Cluster& c, const GroupPlacement& g, double s);

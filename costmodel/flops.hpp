@@ -13,6 +13,7 @@
 
 #include <array>
 
+#include "costmodel/activations.hpp"
 #include "costmodel/layout.hpp"
 #include "costmodel/model.hpp"
 
@@ -32,7 +33,7 @@ struct Gemm {
 
 // The forward GEMMs of one transformer layer.
 struct LayerGemms {
-  std::array<Gemm, 6> items{};
+  std::array<Gemm, 16> items{};
   int size = 0;
   void add(const Gemm& g) { items[size++] = g; }
   const Gemm* begin() const { return items.data(); }
@@ -43,13 +44,25 @@ struct LayerGemms {
 // column-parallel QKV and fc1, heads split over tp, row-parallel out-proj and
 // fc2 (Shoeybi et al. 2019). With sequence parallelism the GEMMs see the
 // gathered sequence, so the shapes are the same. tp = 1 gives the whole layer.
-LayerGemms layer_gemms(const Model& m, double b, double s, int tp);
+//
+// Multi-latent attention: the replicated down projections on the rank's s/tp
+// tokens (sequence parallel), the column-parallel up projections, the scores
+// over qk_nope + qk_rope per head, attention over v_head_dim values.
+// A mixture-of-experts layer (kind kMoe): the router on the rank's s/tp
+// tokens, the shared experts as a tensor-parallel MLP, and the rank's
+// num_experts/ep local experts as one grouped GEMM each for fc1 and fc2
+// (batch = local experts), each expert's rows the tokens routed to it from
+// the etp x ep ranks it serves at perfect balance: s·b·top-k·ep·etp/(tp·E),
+// its width split over etp. tp = ep = etp = 1 gives the whole layer.
+LayerGemms layer_gemms(const Model& m, double b, double s, int tp, LayerKind kind = LayerKind::kDense, int ep = 1,
+                       int etp = 1);
 
 // The output-layer (logits) GEMM, vocabulary split over tp (padded up, as Megatron does).
 Gemm logits_gemm(const Model& m, double b, double s, int tp);
 
-// Forward FLOPs of one whole layer (all tp ranks together).
-double layer_forward_flops(const Model& m, double b, double s);
+// Forward FLOPs of one whole layer (all tp ranks together); a mixture of
+// experts' layer counts its top-k routed experts (active parameters).
+double layer_forward_flops(const Model& m, double b, double s, LayerKind kind = LayerKind::kDense);
 // Of those, the attention core: QK^T and attention·V, 2·b·s²·(heads·head_dim) each.
 double attention_core_forward_flops(const Model& m, double b, double s);
 // Forward FLOPs of the logits GEMM: 2·b·s·h·V.

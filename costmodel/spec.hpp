@@ -15,7 +15,7 @@ namespace paraplan {
 
 // Allowed values per layout dimension for the search; empty = unconstrained.
 struct SearchSpace {
-  std::vector<int> dp, tp, cp, pp, vpp, zero, mbs;
+  std::vector<int> dp, tp, cp, pp, vpp, zero, mbs, ep, etp;
   std::vector<Recompute> recompute;
   std::vector<int> sp;  // 0 / 1
   std::vector<Schedule> schedule;

@@ -68,13 +68,16 @@ namespace {
 // tp, cp, dp, pp (NVIDIA/Megatron-LM@d98e8a64 megatron/core/parallel_state.py:617
 // "tp-cp-ep-dp-pp"): tp ranks adjacent, cp ranks tp apart, dp ranks tp·cp
 // apart. Gradients reduce over dp x cp (Megatron's dp_cp group: stride tp).
+// The expert grid lays etp x ep x edp over the same ranks in the order
+// tp-ep-dp-pp (parallel_state.py:886-895, cp = 1 there): etp ranks adjacent,
+// ep ranks etp apart.
 struct Groups {
-  GroupPlacement tp, dp, pp, cp;
+  GroupPlacement tp, dp, pp, cp, ep, etp;
 };
 
 Groups place_groups(const Cluster& c, const Layout& l) {
-  return {place_group(c, l.tp, 1), place_group(c, l.dp_cp(), l.tp), place_group(c, l.pp, l.tp * l.cp * l.dp),
-          place_group(c, l.cp, l.tp)};
+  return {place_group(c, l.tp, 1),        place_group(c, l.dp_cp(), l.tp), place_group(c, l.pp, l.tp * l.cp * l.dp),
+          place_group(c, l.cp, l.tp),     place_group(c, l.ep, l.expert_tp()), place_group(c, l.expert_tp(), 1)};
 }
 
 struct LayerTime {
@@ -86,6 +89,22 @@ struct LayerTime {
   // fc2), summed over the layer's two of each: what TP collectives overlap.
   double col_forward = 0, col_dgrad = 0, col_wgrad = 0, row_forward = 0, row_dgrad = 0;
 };
+
+// The average of a dense and an MoE layer, a share w of MoE (every field adds).
+LayerTime mix(const LayerTime& d, const LayerTime& e, double w) {
+  auto x = [w](double a, double b) { return a * (1 - w) + b * w; };
+  LayerTime r;
+  r.total = x(d.total, e.total);
+  r.core = x(d.core, e.core);
+  r.linear = x(d.linear, e.linear);
+  r.linear_backward = x(d.linear_backward, e.linear_backward);
+  r.col_forward = x(d.col_forward, e.col_forward);
+  r.col_dgrad = x(d.col_dgrad, e.col_dgrad);
+  r.col_wgrad = x(d.col_wgrad, e.col_wgrad);
+  r.row_forward = x(d.row_forward, e.row_forward);
+  r.row_dgrad = x(d.row_dgrad, e.row_dgrad);
+  return r;
+}
 
 int act_bytes(const Training& t) { return dtype_bytes(t.precision); }
 // Tokens of one micro-batch on one rank: its sequence shard with context parallelism.
@@ -101,18 +120,37 @@ double norm_tokens(const Training& t, const Layout& l) {
 // (read, write, 1-byte mask), rotary on Q and K, the MLP activation (GeLU: read
 // + write ffn; SwiGLU: read 2·ffn, write ffn). Bias adds are fused into GEMM
 // epilogues (Megatron's bias-gelu / bias-dropout-add fusions) and not counted.
-double layer_memory_bound_bytes(const Model& m, const Training& t, const Layout& l) {
+double layer_memory_bound_bytes(const Model& m, const Training& t, const Layout& l, LayerKind kind) {
   const double ab = act_bytes(t), h = m.hidden_size, tn = norm_tokens(t, l), tok = tokens(t, l);
   double bytes = 2 * (2 * h * tn * ab) + 2 * (3 * h * tn * ab);
   if (m.hidden_dropout > 0) bytes += 2 * (2 * ab + 1) * h * tn;
   if (m.position_embedding == PositionEmbedding::kRope)
-    bytes += 2 * double(m.q_width() + m.kv_width()) / l.tp * tok * ab;
+    bytes += 2 * (m.mla() ? double(m.num_attention_heads) * 2 * m.qk_rope_head_dim : double(m.q_width() + m.kv_width())) /
+             l.tp * tok * ab;
   const double f = double(m.ffn_hidden_size) / l.tp;
-  bytes += (m.gated() ? 3 : 2) * f * tok * ab;
-  // The framework's own copies and unfused passes (TimeVariant).
   const TimeVariant& v = profile(t.framework).time;
+  if (kind == LayerKind::kMoe) {
+    // The expert MLP: the activation over the rank's dispatched rows (k x
+    // etp / tp per token, width moe_ffn / etp) at the imbalance, the shared
+    // experts' activation, the router's scores (num_experts fp32, read and
+    // written by softmax/sigmoid and top-k), and the token permutations: the
+    // rank's k token copies written and read by permute and by unpermute,
+    // and with several local experts the sort by expert (token_dispatcher.py
+    // 660-680, 760-790, 796-900), each pass reading and writing rows x h.
+    const double k = m.experts_per_token, etp = l.expert_tp();
+    const double rows = tok * k * etp / l.tp * t.moe_load_imbalance;  // dispatched rows on the busiest rank
+    const double fe = double(m.moe_ffn_hidden_size) / etp;
+    bytes += (m.gated() ? 3 : 2) * fe * rows * ab;
+    if (m.num_shared_experts > 0) bytes += (m.gated() ? 3 : 2) * double(m.num_shared_experts) * m.moe_ffn_hidden_size / l.tp * tok * ab;
+    bytes += 4.0 * 4 * double(m.num_experts) * tok / l.tp;
+    const double local = double(m.num_experts) / l.ep;
+    bytes += (2 + (local > 1 ? 2 : 0)) * 2 * tok * k / l.tp * h * ab;
+  } else {
+    bytes += (m.gated() ? 3 : 2) * f * tok * ab;
+  }
+  // The framework's own copies and unfused passes (TimeVariant).
   bytes += (v.layer_copies_q * double(m.q_width()) / l.tp + v.layer_copies_kv * double(m.kv_width()) / l.tp +
-            (m.gated() ? v.layer_copies_ffn * f : 0)) * tok * ab;
+            (m.gated() && kind == LayerKind::kDense ? v.layer_copies_ffn * f : 0)) * tok * ab;
   return bytes;
 }
 
@@ -129,6 +167,11 @@ double attention_core_memory_bound_bytes(const Model& m, const Training& t, cons
   return bytes;
 }
 
+// The head dimension the attention kernel runs at: qk_nope + qk_rope with multi-latent attention.
+double attention_head_dim(const Model& m) {
+  return m.mla() ? double(m.qk_nope_head_dim) + m.qk_rope_head_dim : double(m.head_dim);
+}
+
 // FLOP/s of the flash-attention kernel, counting every s² product (what
 // flash_attention_time divides). A calibrated cluster's attention_efficiency
 // is used as given. Otherwise the GPU's measured kernel throughput
@@ -140,7 +183,7 @@ double attention_core_memory_bound_bytes(const Model& m, const Training& t, cons
 double flash_attention_rate(const Model& m, const Training& t, const Layout& l, const Cluster& c) {
   if (c.attention_efficiency > 0 || c.gpu.flash_attention.n == 0)
     return c.gpu.peak_tflops_bf16 * 1e12 * c.attention_eff();
-  return 2 * c.gpu.flash_attention.at(double(t.seq_length) / l.cp, m.head_dim) * 1e12;
+  return 2 * c.gpu.flash_attention.at(double(t.seq_length) / l.cp, attention_head_dim(m)) * 1e12;
 }
 
 // Flash attention as one fused kernel: its two GEMMs' FLOPs on the roofline,
@@ -154,17 +197,23 @@ double flash_attention_time(const LayerGemms& g, const Model& m, const Training&
   for (const Gemm& x : g)
     if (x.core_attention) flops += x.flops();
   flops /= l.cp;
-  const double qkvo = 2 * double(m.q_width() + m.kv_width()) / l.tp;
-  const double bytes = tokens(t, l) * (qkvo + (l.cp - 1) * 2.0 * double(m.kv_width()) / l.tp) * act_bytes(t);
+  // Q, K, V read and O written (multi-latent: Q, K of qk_nope + qk_rope per head, V and O of v_head_dim).
+  const double heads = m.num_attention_heads;
+  const double kvw = m.mla() ? heads * (double(m.qk_nope_head_dim) + m.qk_rope_head_dim + m.v_head_dim) : 2.0 * double(m.kv_width());
+  const double qkvo = m.mla() ? (kvw + heads * (double(m.qk_nope_head_dim) + m.qk_rope_head_dim + m.v_head_dim)) / l.tp
+                              : 2 * double(m.q_width() + m.kv_width()) / l.tp;
+  const double bytes = tokens(t, l) * (qkvo + (l.cp - 1) * kvw / l.tp) * act_bytes(t);
   return std::max(flops / flash_attention_rate(m, t, l, c), memory_bound_time(bytes, c));
 }
 
 // One layer's forward on one tp rank: GEMMs on the roofline plus memory-bound ops.
-LayerTime layer_forward_time(const Model& m, const Training& t, const Layout& l, const Cluster& c) {
+LayerTime layer_forward_time(const Model& m, const Training& t, const Layout& l, const Cluster& c,
+                             LayerKind kind = LayerKind::kDense) {
   // Every GEMM but attention's sees the rank's s/cp tokens; the attention
   // core, the whole sequence's, split cp ways (flash_attention_time).
-  const LayerGemms g = layer_gemms(m, l.mbs, t.seq_length, l.tp);
-  const LayerGemms gc = l.cp > 1 ? layer_gemms(m, l.mbs, double(t.seq_length) / l.cp, l.tp) : g;
+  const int ep = kind == LayerKind::kMoe ? l.ep : 1, etp = kind == LayerKind::kMoe ? l.expert_tp() : 1;
+  const LayerGemms g = layer_gemms(m, l.mbs, t.seq_length, l.tp, kind, ep, etp);
+  const LayerGemms gc = l.cp > 1 ? layer_gemms(m, l.mbs, double(t.seq_length) / l.cp, l.tp, kind, ep, etp) : g;
   const int ab = act_bytes(t);
   LayerTime r;
   // FP8 (Transformer Engine): the linear layers' GEMMs at the FP8 peak with
@@ -173,19 +222,25 @@ LayerTime layer_forward_time(const Model& m, const Training& t, const Layout& l,
   auto time = [&](const Gemm& x) { return fp8 ? fp8_gemm_time(x, c) : gemm_time(x, c, ab); };
   for (const Gemm& x : gc)
     if (!x.core_attention) {
-      const double f = time(x), dg = time(gemm_input_gradient(x)), wg = time(gemm_weight_gradient(x));
+      const std::string_view n = x.name;
+      // The routed experts' grouped GEMMs wait for the busiest expert rank.
+      const double wait = n == "experts_fc1" || n == "experts_fc2" ? t.moe_load_imbalance : 1.0;
+      const double f = wait * time(x), dg = wait * time(gemm_input_gradient(x)), wg = wait * time(gemm_weight_gradient(x));
       r.linear += f;
       r.linear_backward += dg + wg;
-      const std::string_view n = x.name;
-      if (n == "qkv" || n == "fc1") r.col_forward += f, r.col_dgrad += dg, r.col_wgrad += wg;
-      else r.row_forward += f, r.row_dgrad += dg;
+      // What TP collectives run beside: the column-parallel linears after an
+      // all-gather, the row-parallel ones before a reduce-scatter.
+      if (n == "qkv" || n == "fc1" || n == "q_up" || n == "kv_up" || n == "shared_fc1")
+        r.col_forward += f, r.col_dgrad += dg, r.col_wgrad += wg;
+      else if (n == "out_proj" || n == "fc2" || n == "shared_fc2")
+        r.row_forward += f, r.row_dgrad += dg;
     }
   r.total += r.linear;
   for (const Gemm& x : g)
     if (x.core_attention && !t.flash_attention) r.core += attention_gemm_time(x, c, ab);
   if (t.flash_attention) r.core += flash_attention_time(g, m, t, l, c);
   r.core += memory_bound_time(attention_core_memory_bound_bytes(m, t, l), c);
-  r.total += r.core + memory_bound_time(layer_memory_bound_bytes(m, t, l), c);
+  r.total += r.core + memory_bound_time(layer_memory_bound_bytes(m, t, l, kind), c);
   return r;
 }
 
@@ -261,14 +316,17 @@ double tp_collective_time(const Cluster& c, const Layout& l, const GroupPlacemen
 // input shard for the weight gradient, that all-gather). Without SP: an
 // all-reduce after each row linear forward and of each column linear's input
 // gradient. What the framework overlaps (TimeVariant, Training::tp_comm_overlap)
-// is hidden up to the GEMM it runs beside.
+// is hidden up to the GEMM it runs beside. `pairs`: the layer's column/row
+// linear pairs with an activation collective each way (2: attention and MLP;
+// an MoE layer's MLP has one only for its shared experts, the routed experts
+// moving tokens by all-to-all instead).
 constexpr int kNcclChannels = 16;
 
 struct TpLayerComm {
   double forward_s = 0, backward_s = 0;
 };
 TpLayerComm tp_layer_comm(const Model& m, const Training& t, const Layout& l, const Cluster& c,
-                          const GroupPlacement& g, const LayerTime& f) {
+                          const GroupPlacement& g, const LayerTime& f, int pairs = 2) {
   if (l.tp <= 1) return {};
   const TimeVariant& v = profile(t.framework).time;
   const double bytes = tokens(t, l) * m.hidden_size * act_bytes(t);
@@ -289,17 +347,17 @@ TpLayerComm tp_layer_comm(const Model& m, const Training& t, const Layout& l, co
   TpLayerComm r;
   if (l.sp) {
     const double ag = group_allgather_time(c, g, bytes), rs = group_reducescatter_time(c, g, bytes);
-    r.forward_s = exposed(2, ag, all ? f.col_forward : v.tp_forward_shard_overlap ? f.col_forward / l.tp : 0) +
-                  exposed(2, rs, all ? f.row_forward : 0);
-    r.backward_s = exposed(2, ag, all ? f.row_dgrad : v.tp_forward_shard_overlap ? f.row_dgrad / l.tp : 0);
+    r.forward_s = exposed(pairs, ag, all ? f.col_forward : v.tp_forward_shard_overlap ? f.col_forward / l.tp : 0) +
+                  exposed(pairs, rs, all ? f.row_forward : 0);
+    r.backward_s = exposed(pairs, ag, all ? f.row_dgrad : v.tp_forward_shard_overlap ? f.row_dgrad / l.tp : 0);
     if (v.tp_backward_overlap || all)
-      r.backward_s += exposed(2, ag, f.col_dgrad) + exposed(2, rs, f.col_wgrad);
+      r.backward_s += exposed(pairs, ag, f.col_dgrad) + exposed(pairs, rs, f.col_wgrad);
     else
-      r.backward_s += 2 * rs;
+      r.backward_s += pairs * rs;
   } else {
     const double ar = group_allreduce_time(c, g, bytes);
-    r.forward_s = 2 * ar;
-    r.backward_s = exposed(2, ar, v.tp_backward_overlap ? f.col_wgrad : 0);
+    r.forward_s = pairs * ar;
+    r.backward_s = exposed(pairs, ar, v.tp_backward_overlap ? f.col_wgrad : 0);
   }
   return r;
 }
@@ -328,6 +386,11 @@ double tp_embedding_output_comm_time(const Model& m, const Training& t, const La
 // at 39b83c7953^ :148-193) each rank sends 1/tp of it and the receiver
 // all-gathers the pieces over its tp group.
 }  // namespace
+
+double moe_alltoall_bytes(const Model& m, const Training& t, const Layout& l) {
+  if (!m.is_moe() || l.ep <= 1) return 0;
+  return tokens(t, l) / l.tp * m.experts_per_token * m.hidden_size * act_bytes(t) * (l.ep - 1) / l.ep;
+}
 
 double pipeline_send_bytes(const Model& m, const Training& t, const Layout& l) {
   const double whole = tokens(t, l) * m.hidden_size * act_bytes(t);
@@ -487,14 +550,37 @@ double zero3_exposed_gather_time(const Spec& s, const Layout& l, const GroupPlac
   return 2 * one + (n - 1) * (std::max(0.0, one - forward_s / n) + std::max(0.0, one - backward_s / n));
 }
 
-double stage_param_count(const Spec& s, const Layout& l, int stage) {
-  return double(stage_params(s.model, l, stage).total());
+// One MoE layer's expert-parallel communication per micro-batch and direction
+// (Megatron-core's all-to-all dispatcher, token_dispatcher.py:682-900): the
+// dispatch all-to-all of the rank's k token copies and of their fp32
+// probabilities over ep, the all-gather over etp; the combine's fp32
+// reduce-scatter over etp and the all-to-all back. The backward moves the
+// gradients the same ways. The busiest expert rank receives
+// moe_load_imbalance x the mean, and every rank waits for it. Nothing
+// overlaps it by default (overlap_moe_expert_parallel_comm = False,
+// megatron/core/model_parallel_config.py:343).
+double moe_ep_comm_time(const Spec& s, const Layout& l, const Groups& g) {
+  const Model& m = s.model;
+  const Training& t = s.training;
+  const Cluster& c = s.cluster;
+  const double rows = tokens(t, l) / l.tp * m.experts_per_token;  // the rank's k token copies
+  const double tokens_all = rows * m.hidden_size * act_bytes(t);  // what it holds for the all-to-all
+  const double gathered = tokens_all * l.expert_tp();
+  const double a2a = group_alltoall_time(c, g.ep, tokens_all) * 2 + group_alltoall_time(c, g.ep, rows * 4);
+  const double etp = group_allgather_time(c, g.etp, gathered) + group_reducescatter_time(c, g.etp, gathered / act_bytes(t) * 4);
+  return t.moe_load_imbalance * a2a + etp;
 }
+
 
 // What every layer of every stage costs per micro-batch; computed once per layout.
 struct PerLayer {
   LayerTime forward;
   TpLayerComm tp;  // a layer's exposed TP collectives
+  // A mixture-of-experts layer's: its forward, TP collectives and expert-
+  // parallel all-to-alls (+ etp all-gather / reduce-scatter), per direction.
+  LayerTime moe_forward;
+  TpLayerComm moe_tp;
+  double ep_forward_s = 0, ep_backward_s = 0;
   // The ranks of the output layer, the fp32 cast and the loss (the last,
   // unless a compute-cost split puts them earlier; CostSplit).
   int output_stage = 0, cast_stage = 0, loss_stage = 0;
@@ -504,6 +590,12 @@ PerLayer per_layer(const Spec& s, const Layout& l, const Groups& g) {
   PerLayer p;
   p.forward = layer_forward_time(s.model, s.training, l, s.cluster);
   p.tp = tp_layer_comm(s.model, s.training, l, s.cluster, g.tp, p.forward);
+  if (s.model.is_moe()) {
+    const Model& m = s.model;
+    p.moe_forward = layer_forward_time(m, s.training, l, s.cluster, LayerKind::kMoe);
+    p.moe_tp = tp_layer_comm(m, s.training, l, s.cluster, g.tp, p.moe_forward, 1 + int(m.num_shared_experts > 0));
+    p.ep_forward_s = p.ep_backward_s = moe_ep_comm_time(s, l, g);
+  }
   p.output_stage = p.cast_stage = p.loss_stage = l.pp - 1;
   if (l.balance == StageBalance::kCost && l.pp > 1) {
     const CostSplit cs = cost_split(s.model, l.pp);
@@ -531,10 +623,24 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
   const int out_stage = pl.output_stage, ce_stage = pl.loss_stage;
   const bool holds_output = stage == out_stage, holds_loss = stage == ce_stage;
   const double layers = double(stage_layers(m, l, stage));
-  const LayerTime& f = pl.forward;
+  // With experts, the stage's average layer: its MoE layers' share of the MoE
+  // layer's times, the rest a dense layer's.
+  const double moe_layers = m.is_moe() ? double(stage_moe_layers(m, l, stage)) : 0.0;
+  const double w = layers > 0 ? moe_layers / layers : 0.0;
+  const LayerTime f = w > 0 ? mix(pl.forward, pl.moe_forward, w) : pl.forward;
+  const TpLayerComm tpc = w > 0 ? TpLayerComm{pl.tp.forward_s * (1 - w) + pl.moe_tp.forward_s * w,
+                                              pl.tp.backward_s * (1 - w) + pl.moe_tp.backward_s * w}
+                                : pl.tp;
   const TimeVariant& tv = profile(t.framework).time;
   StageMicrobatch r;
-  r.params = stage_param_count(s, l, stage);
+  const StageParams sp = stage_params(m, l, stage);
+  r.params = double(sp.total());
+  r.dp_params = r.optimizer_params = r.params;
+  if (const double experts = double(sp.experts()); experts > 0) {
+    const double dp = l.dp_cp(), edp = l.edp();
+    r.dp_params = r.params - experts + (dp > 1 ? experts * ((edp - 1) / edp) / ((dp - 1) / dp) : 0);
+    r.optimizer_params = r.params - experts + (l.zero >= 1 ? experts * dp / edp : experts);
+  }
   r.forward_s = layers * f.total;
   // Layers the backward re-runs whole (full recompute: all, or with the block
   // method the first recompute_layers of each chunk).
@@ -553,7 +659,8 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
     return t.flash_attention
                ? fmt::format("{:g} layers x {:.3f} ms x 3.5 (forward + backward): flash attention at {:.0f} TFLOP/s on the "
                              "full s^2 count (s {}, head dim {})",
-                             layers, f.core * 1e3, flash_attention_rate(m, t, l, c) / 1e12, t.seq_length / l.cp, m.head_dim)
+                             layers, f.core * 1e3, flash_attention_rate(m, t, l, c) / 1e12, t.seq_length / l.cp,
+                             attention_head_dim(m))
                : fmt::format("{:g} layers x {:.3f} ms x 3: QK^T, softmax, attention.V unfused", layers, f.core * 1e3);
   }, c.gpu.flash_attention.n > 0 && c.attention_efficiency <= 0 ? "cluster gpu.flash_attention_tflops" : "");
   const double mem = f.total - f.core - f.linear;
@@ -605,13 +712,25 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
   }
   // The layers' TP collectives, exposed after the framework's overlap, + the
   // forward's again for each recomputed layer (Korthikanti et al. 2022 §5).
-  r.tp_comm_s = layers * (pl.tp.forward_s + pl.tp.backward_s) + recomputed * pl.tp.forward_s +
+  r.tp_comm_s = layers * (tpc.forward_s + tpc.backward_s) + recomputed * tpc.forward_s +
                 tp_embedding_output_comm_time(m, t, l, c, g.tp, first, holds_output);
   sink.add("TP collectives (exposed)", r.tp_comm_s, [&] {
     return fmt::format("{:g} layers x (forward {:.3f} ms + backward {:.3f} ms) + {:g} recomputed forwards{}", layers,
-                       pl.tp.forward_s * 1e3, pl.tp.backward_s * 1e3, recomputed,
+                       tpc.forward_s * 1e3, tpc.backward_s * 1e3, recomputed,
                        t.tp_comm_overlap ? "; --tp-comm-overlap" : "");
   }, tv.tp_backward);
+  if (moe_layers > 0) {
+    // Every MoE layer's dispatch and combine, forward and backward, + the
+    // forward's again for each recomputed one.
+    r.ep_comm_s = moe_layers * (pl.ep_forward_s + pl.ep_backward_s) + recomputed * w * pl.ep_forward_s;
+    sink.add("expert all-to-alls (exposed)", r.ep_comm_s, [&] {
+      return fmt::format("{:g} MoE layers x (forward {:.3f} ms + backward {:.3f} ms): dispatch + combine of {:.4g} MB "
+                         "per rank over ep {} ({} node{}), etp {}, at load imbalance {:g}",
+                         moe_layers, pl.ep_forward_s * 1e3, pl.ep_backward_s * 1e3, moe_alltoall_bytes(m, t, l) / 1e6, l.ep,
+                         g.ep.nodes, g.ep.nodes > 1 ? "s" : "", l.expert_tp(), t.moe_load_imbalance);
+    }, "NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/moe/token_dispatcher.py:682-900; "
+       "model_parallel_config.py:343 (no overlap by default)");
+  }
   r.pp_comm_s = pipeline_p2p_time(m, t, l, c, g.pp, g.tp);
   if (out_stage != ce_stage && stage >= out_stage) {
     // nanotron's split with the lm_head, the fp32 cast and the loss on
@@ -632,7 +751,7 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
   r.cp_comm_s = layers * (ring.forward_s + ring.backward_s) + recomputed * ring.forward_s;
   sink.add("context-parallel ring (exposed)", r.cp_comm_s,
            [&] { return fmt::format("{:g} layers x cp-1 = {} K|V steps beside one chunk's attention", layers, l.cp - 1); });
-  r.zero3_s = zero3_exposed_gather_time(s, l, g.dp, r.params, layers, r.forward_s,
+  r.zero3_s = zero3_exposed_gather_time(s, l, g.dp, r.dp_params, layers, r.forward_s,
                                         r.backward_s);
   sink.add("ZeRO-3 gathers (exposed)", r.zero3_s,
            [&] { return fmt::format("{:g} layer gathers, each prefetched beside the layer before", layers); });
@@ -656,14 +775,15 @@ std::vector<TimeTerm> stage_time_terms(const Spec& s, const Layout& l, int stage
 StageStepTerms stage_step_terms(const Spec& s, const Layout& l, int stage) {
   const Groups g = place_groups(s.cluster, l);
   const StageMicrobatch mb = stage_microbatch(s, l, stage, g, per_layer(s, l, g));
-  const double m = num_microbatches(s, l), params = mb.params;
+  const double m = num_microbatches(s, l), params = mb.dp_params;
   StageStepTerms r;
   r.forward_s = m * mb.forward_s;
   r.backward_s = m * mb.backward_s;
-  r.optimizer_s = optimizer_step_time(s, l, params);
+  r.optimizer_s = optimizer_step_time(s, l, mb.optimizer_params);
   r.tp_comm_s = m * mb.tp_comm_s;
   r.pp_comm_s = m * mb.pp_comm_s;
   r.cp_comm_s = m * mb.cp_comm_s;
+  r.ep_comm_s = m * mb.ep_comm_s;
   r.bubble_s = estimate_time(s, l).bubble_s;
   r.dp_comm_s = dp_grad_reduce_time(s, l, g.dp, params) * (reduces_every_microbatch(l) ? m : 1) +
                 dp_param_gather_time(s, l, g.dp, params) * (l.zero >= 3 ? 2 * m : 1);
@@ -691,8 +811,8 @@ StepTime estimate_time(const Spec& s, const Layout& l) {
     all += weight * mb.total();
     if (mb.total() > crit_total) crit = mb, crit_total = mb.total(), r.critical_stage = stage;
     // End of step: DP reduction left exposed + optimizer, on the slowest stage.
-    const double params = mb.params;
-    const double dp = dp_exposed_tail_time(s, l, g.dp, params, mb), opt = optimizer_step_time(s, l, params);
+    const double params = mb.dp_params;
+    const double dp = dp_exposed_tail_time(s, l, g.dp, params, mb), opt = optimizer_step_time(s, l, mb.optimizer_params);
     if (dp + opt > tail) tail = dp + opt, tail_params = params, tail_dp = dp, tail_opt = opt;
   };
   if (every) {
@@ -703,7 +823,7 @@ StepTime estimate_time(const Spec& s, const Layout& l) {
     if (last > 0) visit(last, 1);
   }
   r.microbatch_s = crit_total;
-  const double crit_params = crit.params;
+  const double crit_params = crit.dp_params;
 
   // A pipeline of stages of unequal time t_i (uneven layer counts, the
   // embedding and the output layer): m micro-batches pass the slowest stage
@@ -718,13 +838,14 @@ StepTime estimate_time(const Spec& s, const Layout& l) {
   r.tp_comm_s = m * crit.tp_comm_s;
   r.pp_comm_s = m * crit.pp_comm_s;
   r.cp_comm_s = m * crit.cp_comm_s;
+  r.ep_comm_s = m * crit.ep_comm_s;
 
   r.dp_comm_s = m * dp_exposed_per_microbatch_time(s, l, g.dp, crit_params, crit) + tail_dp;
   r.optimizer_s = tail_opt;
   r.dp_comm_total_s = dp_grad_reduce_time(s, l, g.dp, tail_params) * (reduces_every_microbatch(l) ? m : 1) +
                       dp_param_gather_time(s, l, g.dp, tail_params) * (l.zero >= 3 ? 2 * m : 1);
 
-  r.step_s = r.compute_s + r.tp_comm_s + r.pp_comm_s + r.cp_comm_s + r.dp_comm_s + r.bubble_s + r.optimizer_s;
+  r.step_s = r.compute_s + r.tp_comm_s + r.pp_comm_s + r.cp_comm_s + r.ep_comm_s + r.dp_comm_s + r.bubble_s + r.optimizer_s;
 
   const Training& t = s.training;
   const double gpus = l.gpus(), peak = s.cluster.gpu.peak_tflops_bf16 * 1e12;
@@ -739,7 +860,7 @@ StepTime estimate_time(const Spec& s, const Layout& l) {
   r.hfu = r.hardware_flops_per_step / (r.step_s * gpus * peak);
   r.bubble_fraction = bubble_fraction_of_step(l, r.microbatches);
   r.bubble_fraction_of_ideal = bubble_fraction_of_ideal(l, r.microbatches);
-  r.exposed_comm_fraction = (r.tp_comm_s + r.pp_comm_s + r.cp_comm_s + r.dp_comm_s) / r.step_s;
+  r.exposed_comm_fraction = (r.tp_comm_s + r.pp_comm_s + r.cp_comm_s + r.ep_comm_s + r.dp_comm_s) / r.step_s;
 
   r.tp_nodes = g.tp.nodes;
   r.layer_forward_s = layer.forward.total;

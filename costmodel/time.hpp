@@ -15,12 +15,13 @@
 namespace paraplan {
 
 struct StepTime {
-  // step_s = compute_s + tp_comm_s + pp_comm_s + cp_comm_s + dp_comm_s + bubble_s + optimizer_s.
+  // step_s = compute_s + tp_comm_s + pp_comm_s + cp_comm_s + ep_comm_s + dp_comm_s + bubble_s + optimizer_s.
   double step_s = 0;
   double compute_s = 0;    // m × (forward + backward + recompute) of the slowest stage
   double tp_comm_s = 0;    // m × TP/SP collectives of that stage (critical path)
   double pp_comm_s = 0;    // m × pipeline sends of that stage
   double cp_comm_s = 0;    // m × context-parallel ring exchange left exposed beside attention
+  double ep_comm_s = 0;    // m × expert-parallel all-to-alls (and etp collectives) of that stage
   double dp_comm_s = 0;    // DP/ZeRO communication left exposed after overlap
   double bubble_s = 0;     // pipeline fill and drain
   double optimizer_s = 0;  // optimizer step on this rank's (sharded) parameters
@@ -44,7 +45,7 @@ struct StepTime {
   static constexpr const char* kBubbleDefinition =
       "bubble_fraction = (p-1)/(v*m+p-1) of the pipeline time (Narayanan et al. 2021 eq. 1); "
       "bubble_fraction_of_ideal = (p-1)/(v*m)";
-  // (tp_comm_s + pp_comm_s + cp_comm_s + dp_comm_s) / step_s.
+  // (tp_comm_s + pp_comm_s + cp_comm_s + ep_comm_s + dp_comm_s) / step_s.
   double exposed_comm_fraction = 0;
 
   // Where the model cannot vouch for this layout's time (StepTime::kWarn*
@@ -75,9 +76,15 @@ struct StageMicrobatch {
   double tp_comm_s = 0;   // TP/SP collectives, forward and backward
   double pp_comm_s = 0;   // point-to-point sends and receives
   double cp_comm_s = 0;   // context-parallel K|V ring, exposed part
+  double ep_comm_s = 0;   // expert-parallel all-to-alls and etp collectives of the MoE layers
   double zero3_s = 0;     // ZeRO-3 parameter gathers not hidden behind compute
   double params = 0;      // parameters one rank of the stage holds (before ZeRO sharding)
-  double total() const { return forward_s + backward_s + tp_comm_s + pp_comm_s + cp_comm_s + zero3_s; }
+  // The same as the data-parallel collectives and the optimizer see them: the
+  // routed experts' share reduces and shards over the expert data-parallel
+  // group edp, not dp x cp, so it counts scaled by the ring volume
+  // ((edp-1)/edp against (dp-1)/dp) and by the shard (dp x cp / edp).
+  double dp_params = 0, optimizer_params = 0;
+  double total() const { return forward_s + backward_s + tp_comm_s + pp_comm_s + cp_comm_s + ep_comm_s + zero3_s; }
 };
 
 // Share of the launched tensor-core work that is useful: the GEMM's m×n
@@ -105,6 +112,10 @@ double attention_gemm_time(const Gemm& g, const Cluster& c, int elem_bytes);
 // s·b·h activations, / tp with SP or Megatron's scatter-gather
 // (Training::pipeline_scatter_gather), whole otherwise.
 double pipeline_send_bytes(const Model& m, const Training& t, const Layout& l);
+// Bytes one rank sends to other ranks in one expert-parallel all-to-all
+// (dispatch, or combine the other way) per MoE layer and micro-batch: its
+// s/cp·b/tp tokens x top-k x hidden x bytes x (ep−1)/ep (1/ep stays local).
+double moe_alltoall_bytes(const Model& m, const Training& t, const Layout& l);
 
 // One micro-batch on pipeline rank `stage` of a resolved layout.
 StageMicrobatch stage_microbatch_time(const Spec& spec, const Layout& layout, int stage);
@@ -130,6 +141,7 @@ struct StageStepTerms {
   double tp_comm_s = 0;    // m × TP/SP collectives
   double pp_comm_s = 0;    // m × pipeline sends and receives
   double cp_comm_s = 0;    // m × context-parallel ring exchange, exposed
+  double ep_comm_s = 0;    // m × expert-parallel all-to-alls
   double bubble_s = 0;     // pipeline fill and drain (StepTime::bubble_s)
   double dp_comm_s = 0;    // every DP/ZeRO collective of the stage, overlapped or not
 };

@@ -81,9 +81,9 @@ Model model_from_hf_json(const std::string& text, const std::string& file) {
   const HfReader r{j, file};
   const std::string type = r.get_string("model_type", "");
   // Mixtures of experts and multi-latent attention are read for Mixtral and
-  // DeepSeek-V2/V3 (counted; planning them is refused until issue 16 models them,
-  // check_modelled); any other config that says it has experts or MLA is refused
-  // here, so that e.g. a Qwen-MoE is never read as a dense model.
+  // DeepSeek-V2/V3 (counted and planned, issue 16); any other config that
+  // says it has experts or MLA is refused here, so that e.g. a Qwen-MoE is
+  // never read as a dense model.
   const bool mixtral = type == "mixtral";
   const bool deepseek = type == "deepseek_v2" || type == "deepseek_v3";
   if (!mixtral && !deepseek) {

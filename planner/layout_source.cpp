@@ -276,6 +276,7 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
       if (v != "e4m3" && v != "hybrid") fail(src, flag, "expected e4m3 or hybrid, got '" + v + "'");
       if (spec->cluster.gpu.peak_tflops_fp8 <= 0)
         fail(src, flag, "GPU " + spec->cluster.gpu.name + " has no FP8 peak (cluster gpu.peak_tflops_fp8)");
+      if (spec->model.is_moe()) fail(src, flag, "FP8 training of a mixture of experts is not modelled");
       spec->training.fp8 = true;
     } else if (flag == "--fp8-param-gather") fp8_param_gather = true;
     else if (flag == "--fp8-recipe") {

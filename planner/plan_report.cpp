@@ -16,6 +16,7 @@ json time_json(const StepTime& t) {
           {"tp_comm_s", t.tp_comm_s},
           {"pp_comm_s", t.pp_comm_s},
           {"cp_comm_s", t.cp_comm_s},
+          {"ep_comm_s", t.ep_comm_s},
           {"dp_comm_s", t.dp_comm_s},
           {"bubble_s", t.bubble_s},
           {"optimizer_s", t.optimizer_s},
@@ -52,11 +53,12 @@ std::string time_text(const StepTime& t, const Layout& l) {
   const auto pct = [&](double x) { return t.step_s > 0 ? 100.0 * x / t.step_s : 0.0; };
   std::string o = fmt::format(
       "step {:.3f} s = compute {:.3f} ({:.0f}%) + tp comm {:.3f} ({:.0f}%) + pp comm {:.3f} "
-      "({:.0f}%){} + exposed dp comm {:.3f} ({:.0f}%) + bubble {:.3f} ({:.0f}%) + optimizer {:.3f} "
+      "({:.0f}%){}{} + exposed dp comm {:.3f} ({:.0f}%) + bubble {:.3f} ({:.0f}%) + optimizer {:.3f} "
       "({:.0f}%)\n",
       t.step_s, t.compute_s, pct(t.compute_s), t.tp_comm_s, pct(t.tp_comm_s), t.pp_comm_s,
       pct(t.pp_comm_s),
       l.cp > 1 ? fmt::format(" + exposed cp ring {:.3f} ({:.0f}%)", t.cp_comm_s, pct(t.cp_comm_s)) : std::string(),
+      t.ep_comm_s > 0 ? fmt::format(" + expert all-to-all {:.3f} ({:.0f}%)", t.ep_comm_s, pct(t.ep_comm_s)) : std::string(),
       t.dp_comm_s, pct(t.dp_comm_s), t.bubble_s, pct(t.bubble_s), t.optimizer_s, pct(t.optimizer_s));
   o += fmt::format(
       "     {:.0f} tokens/s, {:.1f} TFLOP/s per GPU, MFU {:.1f}% (HFU {:.1f}%); {} micro-batches of "
@@ -76,7 +78,20 @@ std::string why_recommended(const Plan& plan) {
   if (plan.feasible == 0) return "no layout fits";
   const Candidate& a = plan.candidates[0];
   if (plan.feasible == 1) return "it is the only layout that fits";
-  const Candidate& b = plan.candidates[1];
+  return why_faster(a, plan.candidates[1], "the runner-up");
+}
+
+std::string why_expert_parallel(const Plan& plan) {
+  const Candidate* a = plan.recommended();
+  if (!a || a->layout.ep <= 1) return "";
+  for (const Candidate& c : plan.candidates) {
+    if (!c.fits) break;
+    if (c.layout.ep == 1) return why_faster(*a, c, "the best ep = 1 layout");
+  }
+  return "no layout with ep = 1 fits: every expert on every rank of a stage outgrows the memory";
+}
+
+std::string why_faster(const Candidate& a, const Candidate& b, const char* what) {
   struct Term {
     const char* name;
     double a, b;
@@ -85,6 +100,7 @@ std::string why_recommended(const Plan& plan) {
                         {"tensor-parallel communication", a.time.tp_comm_s, b.time.tp_comm_s},
                         {"pipeline communication", a.time.pp_comm_s, b.time.pp_comm_s},
                         {"context-parallel ring exchange", a.time.cp_comm_s, b.time.cp_comm_s},
+                        {"expert-parallel all-to-all", a.time.ep_comm_s, b.time.ep_comm_s},
                         {"exposed data-parallel communication", a.time.dp_comm_s, b.time.dp_comm_s},
                         {"pipeline bubble", a.time.bubble_s, b.time.bubble_s},
                         {"optimizer time", a.time.optimizer_s, b.time.optimizer_s}};
@@ -100,16 +116,16 @@ std::string why_recommended(const Plan& plan) {
                                                     "step time", gib(a.peak_bytes), gib(b.peak_bytes))
                                       : std::string("needs the same memory");
     if (best->b - best->a <= 0)
-      return fmt::format("it ties with the runner-up {} on step time ({:.3f} s vs {:.3f} s, within 0.05%) and {}",
+      return fmt::format("it ties with {} {} on step time ({:.3f} s vs {:.3f} s, within 0.05%) and {}", what,
                          to_string(b.layout), a.time.step_s, b.time.step_s, memory);
-    return fmt::format("it ties with the runner-up {} on step time ({:.3f} s vs {:.3f} s, within 0.05%): less {} "
+    return fmt::format("it ties with {} {} on step time ({:.3f} s vs {:.3f} s, within 0.05%): less {} "
                        "({:.3f} s vs {:.3f} s) balances out elsewhere; it {}",
-                       to_string(b.layout), a.time.step_s, b.time.step_s, best->name, best->a, best->b, memory);
+                       what, to_string(b.layout), a.time.step_s, b.time.step_s, best->name, best->a, best->b, memory);
   }
   return fmt::format(
-      "it is {:.1f}% faster per step than the runner-up {}, mostly through less {} ({:.3f} s vs "
+      "it is {:.1f}% faster per step than {} {}, mostly through less {} ({:.3f} s vs "
       "{:.3f} s), at {} GiB peak memory vs {} GiB",
-      gain, to_string(b.layout), best->name, best->a, best->b, gib(a.peak_bytes), gib(b.peak_bytes));
+      gain, what, to_string(b.layout), best->name, best->a, best->b, gib(a.peak_bytes), gib(b.peak_bytes));
 }
 
 namespace {
@@ -142,7 +158,7 @@ json constraints_json(const SearchSpace& q) {
     if (!v.empty()) c[k] = list_json(v, [](int x) { return x; });
   };
   ints("dp", q.dp), ints("tp", q.tp), ints("cp", q.cp), ints("pp", q.pp), ints("vpp", q.vpp), ints("sp", q.sp);
-  ints("zero", q.zero), ints("mbs", q.mbs);
+  ints("zero", q.zero), ints("mbs", q.mbs), ints("ep", q.ep), ints("etp", q.etp);
   if (!q.recompute.empty()) c["recompute"] = list_json(q.recompute, [](Recompute r) { return recompute_name(r); });
   if (!q.schedule.empty())
     c["schedule"] = list_json(q.schedule, [](Schedule x) { return x == Schedule::kGPipe ? "gpipe" : "1f1b"; });
@@ -201,6 +217,7 @@ json plan_json(const Spec& s, const Plan& p, int top, const json& defaults) {
     json rec = layout_json(s, l, estimate_memory(s, l));
     add_time_json(&rec, r->time);
     rec["why"] = why_recommended(p);
+    if (s.model.is_moe()) rec["why_expert_parallel"] = why_expert_parallel(p);
     j["recommended"] = rec;
   } else {
     j["recommended"] = nullptr;
@@ -248,7 +265,10 @@ std::string render_plan(Format f, const Spec& s, const Plan& p, int top, const j
       if (m.bytes[c]) o += fmt::format(" {} {}", category_name(Category(c)), gib(m.bytes[c]));
     o += "\n  " + time_text(r->time, r->layout);
     o += md ? "```\n\n" : "";
-    o += fmt::format("{}Why: {}.\n\n", md ? "" : "  ", why_recommended(p));
+    o += fmt::format("{}Why: {}.\n", md ? "" : "  ", why_recommended(p));
+    if (const std::string e = why_expert_parallel(p); !e.empty())
+      o += fmt::format("{}Expert parallelism: {}.\n", md ? "" : "  ", e);
+    o += "\n";
   } else {
     if (p.evaluated == 0) {
       o += "no valid layout: every layout the search tried is invalid for this spec (see the counts below).\n\n";
@@ -298,7 +318,7 @@ std::string render_plan(Format f, const Spec& s, const Plan& p, int top, const j
   for (int i = 0; i < kNumRejectReasons; ++i)
     if (p.rejected[i] && i != kRejectOom) rej += fmt::format("{}{} {}", rej.empty() ? "" : ", ", reject_name(i), p.rejected[i]);
   o += rej.empty() ? "\n" : " (" + rej + ")\n";
-  o += fmt::format("{}bubble % = (p-1)/(v*m+p-1) of the pipeline time; comm % = exposed TP+PP+DP "
+  o += fmt::format("{}bubble % = (p-1)/(v*m+p-1) of the pipeline time; comm % = exposed TP+PP+CP+EP+DP "
                    "communication / step; MFU = model FLOPs (no recompute) / (step x GPUs x peak "
                    "bf16)\n",
                    md ? "\n" : "");

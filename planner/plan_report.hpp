@@ -26,6 +26,11 @@ std::string time_text(const StepTime& t, const Layout& l);
 
 // One sentence: why the recommended layout beats the runner-up.
 std::string why_recommended(const Plan& plan);
+// With experts: why the recommended layout (ep > 1) beats the fastest fitting
+// layout with ep = 1 ("" when the recommendation has ep = 1 or there is none).
+std::string why_expert_parallel(const Plan& plan);
+// Why candidate a beats b (`what` names b: "the runner-up").
+std::string why_faster(const Candidate& a, const Candidate& b, const char* what);
 
 // `defaults`: what paraplan chose because no spec or flag said (resolve_spec); shown in the header.
 nlohmann::json plan_json(const Spec& spec, const Plan& plan, int top,

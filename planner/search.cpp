@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <utility>
 
 namespace paraplan {
 
@@ -116,6 +117,24 @@ std::vector<int> one_zero(const std::vector<int>& only) {
   return {only.empty() ? 0 : *std::min_element(only.begin(), only.end())};
 }
 
+// Expert-parallel sizes to try with a mixture of experts, as (ep, etp): ep
+// every divisor of num_experts, etp 1 or tp (Megatron's default; both the
+// spec's lists when it gives them), each pair with etp x ep dividing the
+// stage's tp x cp x dp ranks (the expert grid, parallel_state.py:873-884).
+// A dense model has the one pair (1, unset).
+std::vector<std::pair<int, int>> expert_pairs(const Spec& s, int tp, int cp, int dp) {
+  const Model& m = s.model;
+  if (!m.is_moe()) return {{1, 0}};
+  const std::int64_t ranks = std::int64_t(tp) * cp * dp;
+  const std::vector<int> eps = domain(s.search.ep, divisors(m.num_experts));
+  const std::vector<int> etps = domain(s.search.etp, tp > 1 ? std::vector<int>{1, tp} : std::vector<int>{1});
+  std::vector<std::pair<int, int>> out;
+  for (int etp : etps)
+    for (int ep : eps)
+      if (!s.search.ep.empty() || !s.search.etp.empty() || ranks % (std::int64_t(etp) * ep) == 0) out.push_back({ep, etp});
+  return out;
+}
+
 // The layer split the search tries for a pipeline size: first/last 0 = even.
 // vpp_of: the layer count whose divisors are the vpp values to try (a middle
 // rank's layers), 0 when no split exists.
@@ -204,13 +223,15 @@ Plan make_plan(const Spec& s) {
       std::vector<int> vpps{1};
       if (pp > 1 && split.vpp_of > 0) vpps = divisors(split.vpp_of);
       const std::vector<int> vpp_values = domain(q.vpp, vpps);
+      const std::vector<std::pair<int, int>> experts = expert_pairs(s, tp, cp, dp);
       if (const auto bad = outer_invalid(s, tp, cp, pp, dp)) {
         // Every inner layout is rejected for the same reason: count them.
         std::int64_t n = 0;
         for (int vpp : vpp_values)
           for (Schedule sched : {Schedule::k1F1B, Schedule::kGPipe})
             if (!(sched == Schedule::kGPipe && (pp == 1 || vpp > 1)) && !(pp > 1 && !allowed_enum(q.schedule, sched)))
-              n += std::int64_t(mbss.size()) * (tp > 1 ? sps_tp.size() : 1) * (dp * cp > 1 ? zeros_dp.size() : 1) * recomputes;
+              n += std::int64_t(mbss.size()) * (tp > 1 ? sps_tp.size() : 1) * (dp * cp > 1 ? zeros_dp.size() : 1) * recomputes *
+                   std::int64_t(experts.size());
         plan.rejected[int(*bad)] += n;
         continue;
       }
@@ -221,13 +242,14 @@ Plan make_plan(const Spec& s) {
           if (pp > 1 && !allowed_enum(q.schedule, sched)) continue;
           for (int mbs : mbss) {
             for (int sp : tp > 1 ? sps_tp : std::vector<int>{0}) {
+             for (const auto& [ep, etp] : experts) {
               // ZeRO shards over dp x cp: distinct stages whenever that group has two ranks.
               for (int zero : dp * cp > 1 ? zeros_dp : one_zero(q.zero)) {
                 for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
                   if (!allowed_enum(q.recompute, rc)) continue;
                   Layout l;
                   l.dp = dp, l.tp = tp, l.cp = cp, l.pp = pp, l.vpp = vpp, l.sp = sp, l.zero = zero;
-                  l.recompute = rc, l.mbs = mbs, l.schedule = sched;
+                  l.recompute = rc, l.mbs = mbs, l.schedule = sched, l.ep = ep, l.etp = etp;
                   l.first_stage_layers = split.first, l.last_stage_layers = split.last;
                   if (cost) l.balance = StageBalance::kCost;
                   if (const auto bad = layout_invalid(s, l)) {
@@ -249,6 +271,7 @@ Plan make_plan(const Spec& s) {
                   }
                 }
               }
+             }
             }
           }
         }

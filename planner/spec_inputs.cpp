@@ -72,7 +72,6 @@ ResolvedSpec resolve_spec(const SpecInputs& in) {
                       "expected a SPEC file, or --model, --gpus and --gpu (missing:" + missing +
                           "); e.g. --model llama-3.1-70b --gpus 64 --gpu h100 (paraplan models, paraplan gpus list the names)");
     s.model = resolve_model(in.model, "--model");
-    check_modelled(s.model, in.model, "--model");
     s.cluster = resolve_cluster(in.gpu, "--gpu");
     s.num_nodes = 1;
     s.training = default_training(s.model);
@@ -81,7 +80,6 @@ ResolvedSpec resolve_spec(const SpecInputs& in) {
     s = load_spec_file(in.spec);
     if (!in.model.empty()) {
       s.model = resolve_model(in.model, "--model");
-      check_modelled(s.model, in.model, "--model");
     }
     if (!in.gpu.empty()) s.cluster = resolve_cluster(in.gpu, "--gpu");
   }

@@ -24,11 +24,6 @@ Spec load_spec_file(const std::string& path);
 // relative model/cluster paths.
 Spec load_spec_text(const std::string& text, const std::string& path);
 
-// A model paraplan can count but not yet plan (a mixture of experts or
-// multi-latent attention, issue 16) is refused where a plan would use it:
-// a SpecError naming `file` and `field`, with the counts.
-void check_modelled(const Model& m, const std::string& file, const std::string& field);
-
 // The training settings a spec gets when its training: map gives only
 // seq_length and global_batch_size (both 1 here; the caller sets them).
 Training default_training(const Model& m);

@@ -85,6 +85,10 @@ Resolved resolve(ValidateOptions& o) {
   if (!o.layout_opt->count() && !o.megatron_opt->count() && !o.deepspeed_opt->count())
     throw SpecError("--layout", 0, "", "validate needs a layout (--layout, --megatron-args or --deepspeed-config)");
   r.spec = load_spec_file(o.spec);
+  if (r.spec.model.is_moe() || r.spec.model.mla())
+    throw SpecError(o.spec, 0, "model",
+                    r.spec.model.name + " has " + (r.spec.model.is_moe() ? "experts" : "multi-latent attention") +
+                        ": the validator's executors run dense transformers only; plan, explain and check predict it");
   // The run has as many ranks as the layout names: size the cluster to it.
   if (o.layout_opt->count()) {
     Layout probe;

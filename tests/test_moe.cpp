@@ -2,8 +2,16 @@
 // optimizer state per rank, and the activations of an MoE layer, each worked
 // out by hand here from the models' published config.json files.
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
+#include <filesystem>
+#include <fstream>
+
+#include "cli_runner.hpp"
 #include "costmodel/activations.hpp"
+#include "costmodel/comm.hpp"
+#include "costmodel/flops.hpp"
+#include "costmodel/time.hpp"
 #include "costmodel/memory.hpp"
 #include "costmodel/spec.hpp"
 #include "planner/spec_loader.hpp"
@@ -186,4 +194,144 @@ TEST_CASE("DeepSeek-V3: multi-latent attention and experts per rank, dense layer
   CHECK(stage_params(m, l2, 1).moe_layer ==
         7168LL * 1536 + 1536 + 1536LL * 128 * 192 / 2 + 7168LL * 576 + 512 + 512LL * 128 * 256 / 2 +
             128LL * 128 * 7168 / 2 + 14336 + 256 * 7168 + 256 + 44040192 / 2);
+}
+
+TEST_CASE("All-to-all volume per micro-batch and its time on the links the ep group spans", "[moe][time][comm]") {
+  const Model m = mixtral();
+  Spec s = moe_spec(m, 8, 4096, 512);
+  s.cluster = test::cluster("dgx-h100");
+  s.num_nodes = 8;
+  Layout l = parse_layout("dp=64,tp=1,ep=8,etp=1,pp=1");
+  REQUIRE_FALSE(resolve_layout(s, &l));
+  // tokens x top-k x hidden x bytes x (ep-1)/ep: 4096 x 2 x 4096 x 2 B x 7/8 = 58,720,256 B each way.
+  CHECK(moe_alltoall_bytes(m, s.training, l) == Approx(4096.0 * 2 * 4096 * 2 * 7 / 8));
+  // tp 2 with SP: each rank dispatches its s/tp tokens' copies; mbs 2 doubles them; ep 4 keeps 1/4.
+  Layout l2 = parse_layout("dp=32,tp=2,sp=1,ep=4,pp=1,mbs=2");
+  REQUIRE_FALSE(resolve_layout(s, &l2));
+  CHECK(moe_alltoall_bytes(m, s.training, l2) == Approx(2048.0 * 2 * 2 * 4096 * 2 * 3 / 4));
+  // ep 8 with etp 1 stays inside a DGX H100: (8-1)/8 of S over NVLink at 450 GB/s x 0.82, + 3.4 us.
+  const double S = 4096.0 * 2 * 4096 * 2;
+  const GroupPlacement in_node = place_group(s.cluster, 8, 1);
+  CHECK(in_node.nodes == 1);
+  CHECK(group_alltoall_time(s.cluster, in_node, S) == Approx(3.4e-6 + 7.0 / 8 * S / (450e9 * 0.82)));
+  // ep 16 over two nodes: 7/16 of S over NVLink, 8/16 over the 50 GB/s NIC (x 0.94) at once; the NIC bounds it.
+  const GroupPlacement two = place_group(s.cluster, 16, 1);
+  CHECK(two.nodes == 2);
+  CHECK(group_alltoall_time(s.cluster, two, S) == Approx(14e-6 + 8.0 / 16 * S / (50e9 * 0.94)));
+}
+
+TEST_CASE("An MoE layer's FLOPs count its top-k experts, router and attention (Mixtral-8x7B)", "[moe][flops]") {
+  const Model m = mixtral();
+  const double s = 4096;
+  // Per token: 2 x (attention projections 41,943,040 + router 32,768 + 2 experts x 176,160,768) FLOPs,
+  // plus the attention core 2 x 2 x s x 32 heads x 128 over the full square.
+  const double linear = 2.0 * s * (41943040.0 + 32768 + 2 * 176160768.0);
+  const double core = 2.0 * (2.0 * 32 * s * s * 128);
+  CHECK(layer_forward_flops(m, 1, s, LayerKind::kMoe) == Approx(linear + core));
+  // The whole model: 32 MoE layers + the logits 2 x s x 4096 x 32000.
+  CHECK(forward_flops(m, 1, s) == Approx(32 * (linear + core) + 2.0 * s * 4096 * 32000));
+  // Per rank with ep 8 (one expert each), tp 1: the grouped GEMM has 1 expert of s x 2 x 8 / 8 rows.
+  const LayerGemms g = layer_gemms(m, 1, s, 1, LayerKind::kMoe, 8, 1);
+  bool seen = false;
+  for (const Gemm& x : g)
+    if (std::string(x.name) == "experts_fc1") {
+      seen = true;
+      CHECK(x.batch == 1);
+      CHECK(x.m == Approx(s * 2));
+      CHECK(x.n == 2 * 14336);
+      CHECK(x.k == 4096);
+    }
+  CHECK(seen);
+}
+
+namespace {
+using nlohmann::json;
+using paraplan::test::Result;
+using paraplan::test::TempDir;
+using paraplan::test::run_paraplan;
+void write_text(const std::filesystem::path& p, const std::string& text) {
+  std::ofstream(p) << text;
+}
+}  // namespace
+
+TEST_CASE("plan on Mixtral-8x7B over 64 H100 searches ep > 1 and says why its pick beats the best ep = 1 layout", "[moe][cli]") {
+  TempDir dir;
+  const Result r = run_paraplan({"plan", "@SRC@/configs/examples/mixtral-8x7b-h100-64.yaml", "--format", "json", "--top", "400"},
+                                dir.path());
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  const Layout rec = parse_layout(j["recommended"]["layout"].get<std::string>());
+  CHECK(rec.ep > 1);
+  const std::string why = j["recommended"]["why_expert_parallel"];
+  CHECK(why.find("than the best ep = 1 layout") != std::string::npos);
+  // The comparison names a fitting ep = 1 layout (the experts whole on every rank of a stage).
+  const size_t at = why.find("than the best ep = 1 layout ");
+  REQUIRE(at != std::string::npos);
+  const std::string other = why.substr(at + 28, why.find(',', why.find("schedule=", at)) - at - 28);
+  CHECK(parse_layout(other).ep == 1);
+  bool ep8 = false;
+  for (const json& c : j["candidates"]) ep8 = ep8 || parse_layout(c["layout"].get<std::string>()).ep == 8;
+  CHECK(ep8);
+  CHECK(j["recommended"]["time"]["ep_comm_s"].get<double>() > 0);
+  // A search constraint narrows it.
+  write_text(dir.path() / "s.yaml", "model: mixtral-8x7b\ncluster: h100\nnum_nodes: 8\n"
+                                    "training: {seq_length: 4096, global_batch_size: 1024}\nsearch: {ep: [2], etp: [1]}\n");
+  const Result c = run_paraplan({"plan", "s.yaml", "--format", "json", "--top", "50"}, dir.path());
+  REQUIRE(c.code == 0);
+  for (const json& x : json::parse(c.out)["candidates"]) CHECK(parse_layout(x["layout"].get<std::string>()).ep == 2);
+}
+
+TEST_CASE("DeepSeek-V3's published layout from Megatron arguments: per-stage memory with the expert terms named", "[moe][cli]") {
+  TempDir dir;
+  // 2048 H800, PP 16, EP 64, no TP, ZeRO-1 (DeepSeek-V3 report §3.2); 61 layers: 4 per stage, 1 on the last.
+  const Result r = run_paraplan(
+      {"explain", "--model", "deepseek-v3", "--gpus", "2048", "--gpu", "h800", "--seq-length", "4096", "--global-batch-size",
+       "15360", "--formulas", "--megatron-args",
+       "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 16 --expert-model-parallel-size 64 "
+       "--use-distributed-optimizer --decoder-last-pipeline-num-layers 1 --micro-batch-size 1 --recompute-activations "
+       "--num-experts 256 --moe-router-topk 8 --moe-ffn-hidden-size 2048 --bf16"},
+      dir.path());
+  INFO(r.err);
+  CHECK((r.code == 0 || r.code == 1));  // 1: it does not fit under Megatron's 1F1B in bf16 (explained)
+  CHECK(r.out.find("dp=128,tp=1,ep=64,etp=1,pp=16") != std::string::npos);
+  // Every stage's row: 16 of them, stage 15 with 1 layer.
+  CHECK(r.out.find("\n   15      1 ") != std::string::npos);
+  // The routed experts' state over the expert data-parallel group edp = 128 / 64 = 2, named.
+  CHECK(r.out.find("expert params / edp 2") != std::string::npos);
+  CHECK(r.out.find("of them MoE layers") != std::string::npos);
+  CHECK(r.out.find("expert all-to-alls (exposed)") != std::string::npos);
+  CHECK(r.out.find("ep 64 (8 nodes)") != std::string::npos);
+  // A model/flag mismatch is an error naming the flag.
+  const Result bad = run_paraplan({"explain", "--model", "deepseek-v3", "--gpus", "2048", "--gpu", "h800", "--megatron-args",
+                                   "--pipeline-model-parallel-size 16 --expert-model-parallel-size 64 --num-experts 64"},
+                                  dir.path());
+  CHECK(bad.code == 2);
+  CHECK(bad.err.find("--num-experts") != std::string::npos);
+  CHECK(bad.err.find("num_experts is 256") != std::string::npos);
+}
+
+TEST_CASE("MoE refusals: validate's dense executors, FP8, --emit for other stacks", "[moe][cli]") {
+  TempDir dir;
+  write_text(dir.path() / "s.yaml", "model: mixtral-8x7b\ncluster: h100\nnum_nodes: 8\n"
+                                    "training: {seq_length: 4096, global_batch_size: 1024, fp8: true}\n");
+  Result r = run_paraplan({"check", "s.yaml", "--layout", "dp=64,ep=8"}, dir.path());
+  CHECK(r.code == 2);
+  CHECK(r.err.find("training.fp8") != std::string::npos);
+  write_text(dir.path() / "v.yaml", "model: mixtral-8x7b\ncluster: cpu-host\nnum_nodes: 1\n"
+                                    "training: {seq_length: 64, global_batch_size: 8}\n");
+  r = run_paraplan({"validate", "v.yaml", "--layout", "dp=8,ep=8", "--steps", "1"}, dir.path());
+  CHECK(r.code == 2);
+  CHECK(r.err.find("dense transformers only") != std::string::npos);
+  // --emit megatron writes the expert flags; --megatron-args reads them back to the same layout.
+  r = run_paraplan({"explain", "@SRC@/configs/examples/mixtral-8x7b-h100-64.yaml", "--layout",
+                    "dp=32,tp=2,sp=1,ep=8,etp=1,pp=1,zero=1,mbs=1", "--emit", "megatron"},
+                   dir.path());
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("--expert-model-parallel-size 8 --expert-tensor-parallel-size 1") != std::string::npos);
+  r = run_paraplan({"explain", "@SRC@/configs/examples/mixtral-8x7b-h100-64.yaml", "--layout", "dp=64,ep=8", "--emit",
+                    "deepspeed"},
+                   dir.path());
+  CHECK(r.code == 2);
+  CHECK(r.err.find("framework megatron") != std::string::npos);
 }

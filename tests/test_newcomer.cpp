@@ -372,7 +372,7 @@ TEST_CASE("validate and calibrate show progress on a terminal and nothing when n
   CHECK(r.err.find("[1/5]") == std::string::npos);
 }
 
-TEST_CASE("paraplan models --model counts one model - mixtures of experts too - and planning them is refused", "[newcomer][cli][moe]") {
+TEST_CASE("paraplan models --model counts one model - mixtures of experts too - and plan takes them", "[newcomer][cli][moe]") {
   TempDir dir;
   Result r = run_paraplan({"models", "--model", "@SRC@/tests/data/hf/deepseek-v3/config.json", "--format", "json"}, dir.path());
   REQUIRE(r.code == 0);
@@ -382,17 +382,17 @@ TEST_CASE("paraplan models --model counts one model - mixtures of experts too - 
   CHECK(j["mtp_parameters"] == 11610068224LL);
   CHECK(j["moe"]["experts"] == 256);
   CHECK(j["mla"]["kv_lora_rank"] == 512);
-  CHECK(j["plannable"] == false);
+  CHECK(j["plannable"] == true);
   r = run_paraplan({"models", "--model", "llama-3.1-8b"}, dir.path());
   REQUIRE(r.code == 0);
   CHECK(r.out.find("Llama-3.1-8B: 8.030 B (8030261248) parameters") != std::string::npos);
-  // plan, explain and check refuse it with the counts and the reason.
-  r = run_paraplan({"plan", "--model", "@SRC@/tests/data/hf/mixtral-8x7b-v0.1/config.json", "--gpus", "64", "--gpu", "h100"},
+  // plan takes it (issue 16): expert-parallel layouts are searched; validate refuses it (dense executors only).
+  r = run_paraplan({"plan", "--model", "@SRC@/tests/data/hf/mixtral-8x7b-v0.1/config.json", "--gpus", "64", "--gpu", "h100",
+                    "--top", "3"},
                    dir.path());
-  CHECK(r.code == 2);
-  CHECK(r.out.empty());
-  CHECK(r.err.find("--model: mixtral-8x7b-v0.1 is a mixture of experts (8 experts, top 2): 46.7 B parameters, 12.9 B active "
-                   "per token; its memory and time are not modelled yet (issue 16)") != std::string::npos);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("recommended: ") != std::string::npos);
+  CHECK(r.out.find(",ep=") != std::string::npos);
   // The YAML model format: MoE keys need num_experts; top-k at most the experts.
   write(dir.path() / "m.yaml",
         "name: x\nnum_layers: 2\nhidden_size: 256\nnum_attention_heads: 8\nffn_hidden_size: 512\nvocab_size: 1000\n"

@@ -81,7 +81,6 @@ bool load_spec_into(Inputs* in, const std::string& path) {
 bool load_model_into(Inputs* in, const std::string& path) {
   return guarded(in, [&] {
     Model m = load_model_file(path);
-    check_modelled(m, path, "model");
     in->spec.model = std::move(m);
     // Keep the sequence within a learned position table (as the spec loader demands).
     in->spec.training.seq_length = std::min(in->spec.training.seq_length, max_seq_length(in->spec.model));

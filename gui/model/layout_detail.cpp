@@ -16,6 +16,7 @@ const char* time_term_name(TimeTerm t) {
     case TimeTerm::kBubble: return "bubble";
     case TimeTerm::kOptimizer: return "optimizer";
     case TimeTerm::kCpComm: return "CP ring (exposed)";
+    case TimeTerm::kEpComm: return "EP all-to-all";
     case TimeTerm::kCount: break;
   }
   return "?";
@@ -30,6 +31,7 @@ double time_term_value(const StepTime& t, TimeTerm term) {
     case TimeTerm::kBubble: return t.bubble_s;
     case TimeTerm::kOptimizer: return t.optimizer_s;
     case TimeTerm::kCpComm: return t.cp_comm_s;
+    case TimeTerm::kEpComm: return t.ep_comm_s;
     case TimeTerm::kCount: break;
   }
   return 0;

@@ -78,8 +78,9 @@ ImU32 time_term_color(int t) {
       IM_COL32(200, 100, 130, 255),  // bubble
       IM_COL32(240, 210, 90, 255),   // optimizer
       IM_COL32(120, 200, 230, 255),  // CP ring
+      IM_COL32(230, 120, 80, 255),   // EP all-to-all
   };
-  return t >= 0 && t < 7 ? k[t] : IM_COL32(200, 200, 200, 255);
+  return t >= 0 && t < int(sizeof k / sizeof k[0]) ? k[t] : IM_COL32(200, 200, 200, 255);
 }
 
 ImU32 group_color(ColorBy by, int g) {
