@@ -549,6 +549,7 @@ StageParams stage_params(const Model& m, const Layout& l, int stage) {
     p.layer = linear_layer_weights(m) / t + m.norms_per_layer() * norm;
     if (m.has_qkv_bias()) p.layer += (q + 2 * kv) / t;
     if (m.bias) p.layer += h + fin / t + h;
+    if (m.qk_norm) p.layer += 2 * std::int64_t(m.head_dim);  // replicated per-head norms
   } else {
     // Attention per tp rank. Multi-latent: the down projections and the
     // latent norms replicated ('duplicated', NVIDIA/Megatron-LM@d98e8a64
@@ -566,6 +567,7 @@ StageParams stage_params(const Model& m, const Layout& l, int stage) {
       attn = (h * q + 2 * h * kv + q * h) / t;
       if (m.has_qkv_bias()) attn += (q + 2 * kv) / t;
       if (m.bias) attn += h;
+      if (m.qk_norm) attn += 2 * std::int64_t(m.head_dim);
     }
     // An MLP of width f split over n ranks (column fc1, row fc2, its bias whole).
     auto mlp = [&](std::int64_t f, std::int64_t n) {
@@ -581,6 +583,7 @@ StageParams stage_params(const Model& m, const Layout& l, int stage) {
       // rank's num_experts / ep local experts split over etp (experts.py:183-240).
       p.moe_layers = stage_moe_layers(m, l, stage);
       p.moe_layer = attn + norms + std::int64_t(m.num_experts) * h + (m.router_bias ? m.num_experts : 0) +
+                    (m.shared_expert_gate ? h : 0) +
                     (m.num_shared_experts > 0 ? mlp(std::int64_t(m.num_shared_experts) * m.moe_ffn_hidden_size, t) : 0);
       p.expert = std::int64_t(m.num_experts / l.ep) * mlp(m.moe_ffn_hidden_size, l.expert_tp());
     }

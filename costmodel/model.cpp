@@ -87,6 +87,7 @@ std::int64_t layer_params(const Model& m) {
   const std::int64_t h = m.hidden_size, q = m.q_width(), kv = m.kv_width();
   std::int64_t p = linear_layer_weights(m);
   if (m.has_qkv_bias()) p += q + 2 * kv;
+  if (m.qk_norm) p += 2 * std::int64_t(m.head_dim);
   if (m.bias) p += h + m.ffn_in_width() + h;  // out-proj, fc1, fc2 biases
   return p + m.norms_per_layer() * norm_params(m);
 }
@@ -117,7 +118,10 @@ std::int64_t total_params(const Model& m) {
 // q_b_proj, kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj, o_proj, no biases;
 // DeepseekV3MoE: experts of moe_intermediate_size, shared_experts of
 // moe_intermediate_size x n_shared_experts, DeepseekV3TopkRouter weight (E, h)
-// and e_score_correction_bias (E)).
+// and e_score_correction_bias (E)); models/qwen2_moe/modeling_qwen2_moe.py (Qwen2MoeSparseMoeBlock:
+// gate Linear(h, E), E experts of moe_intermediate_size, one shared expert of shared_expert_intermediate_size,
+// shared_expert_gate Linear(h, 1)); models/qwen3_moe/modeling_qwen3_moe.py (no shared expert; q_norm and
+// k_norm RMSNorm(head_dim) in attention).
 
 std::int64_t attention_params(const Model& m) {
   const std::int64_t h = m.hidden_size;
@@ -126,6 +130,7 @@ std::int64_t attention_params(const Model& m) {
     std::int64_t p = h * q + 2 * h * kv + q * h;
     if (m.has_qkv_bias()) p += q + 2 * kv;
     if (m.bias) p += h;
+    if (m.qk_norm) p += 2 * std::int64_t(m.head_dim);
     return p;
   }
   const std::int64_t heads = m.num_attention_heads, qk = m.qk_nope_head_dim + m.qk_rope_head_dim;
@@ -150,7 +155,8 @@ std::int64_t dense_mlp_params(const Model& m) { return mlp_of(m, m.ffn_hidden_si
 
 std::int64_t moe_mlp_params(const Model& m) {
   const std::int64_t e = m.num_experts;
-  return (e + m.num_shared_experts) * mlp_of(m, m.moe_ffn_hidden_size) + e * m.hidden_size + (m.router_bias ? e : 0);
+  return (e + m.num_shared_experts) * mlp_of(m, m.moe_ffn_hidden_size) + e * m.hidden_size + (m.router_bias ? e : 0) +
+         (m.shared_expert_gate ? m.hidden_size : 0);
 }
 
 std::int64_t moe_mlp_active_params(const Model& m) {

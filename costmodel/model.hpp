@@ -39,6 +39,8 @@ struct Model {
   // Gemma-2/3: a norm after attention and after the MLP too (post_attention_
   // and post_feedforward_layernorm), 4 per layer.
   bool post_norms = false;
+  // Qwen3: an RMSNorm of head_dim on every query and key head (q_norm, k_norm).
+  bool qk_norm = false;
   // Architecture keys paraplan reads but does not model in memory or time
   // (HF config: soft-capping, sliding windows), each "key: what is not modelled".
   std::vector<std::string> caveats;
@@ -57,6 +59,7 @@ struct Model {
   int first_dense_layers = 0;   // DeepSeek first_k_dense_replace: layers before the first MoE layer
   int moe_layer_freq = 1;       // layer i >= first_dense_layers is MoE when i % moe_layer_freq == 0
   bool router_bias = false;     // DeepSeek-V3's e_score_correction_bias, one per routed expert
+  bool shared_expert_gate = false;  // Qwen2-MoE: a sigmoid gate Linear(h, 1) on the shared expert's output
   // Multi-latent attention (DeepSeek-V2/V3); kv_lora_rank 0 = standard attention.
   int q_lora_rank = 0;  // 0: queries projected directly
   int kv_lora_rank = 0;

@@ -80,26 +80,29 @@ Model model_from_hf_json(const std::string& text, const std::string& file) {
   if (!j.is_object()) throw SpecError(file, 0, "", "expected a JSON object (HuggingFace config.json)");
   const HfReader r{j, file};
   const std::string type = r.get_string("model_type", "");
-  // Mixtures of experts and multi-latent attention are read for Mixtral and
-  // DeepSeek-V2/V3 (counted and planned, issue 16); any other config that
+  // Mixtures of experts and multi-latent attention are read for Mixtral,
+  // DeepSeek-V2/V3 and Qwen2/3-MoE (counted and planned, issue 16); any other config that
   // says it has experts or MLA is refused here, so that e.g. a Qwen-MoE is
   // never read as a dense model.
   const bool mixtral = type == "mixtral";
   const bool deepseek = type == "deepseek_v2" || type == "deepseek_v3";
-  if (!mixtral && !deepseek) {
+  const bool qwen_moe = type == "qwen2_moe" || type == "qwen3_moe";
+  if (!mixtral && !deepseek && !qwen_moe) {
     for (const char* k : {"num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size",
                           "num_experts_per_tok", "shared_expert_intermediate_size", "n_shared_experts",
                           "moe_layer_freq", "decoder_sparse_step", "first_k_dense_replace"})
       if (j.contains(k) && !j[k].is_null())
         r.fail(k, "mixture-of-experts models ('" + type + "', " + k + " " + j[k].dump() +
-                      ") are read for mixtral, deepseek_v2 and deepseek_v3 only; expected one of them or a dense decoder");
+                      ") are read for mixtral, deepseek_v2, deepseek_v3, qwen2_moe and qwen3_moe only; expected one of them or a "
+                      "dense decoder");
     for (const char* k : {"q_lora_rank", "kv_lora_rank"})
       if (j.contains(k) && !j[k].is_null())
         r.fail(k, "multi-latent attention ('" + type + "', " + k + " " + j[k].dump() +
                       ") is read for deepseek_v2 and deepseek_v3 only");
     if (type.find("moe") != std::string::npos || type.rfind("deepseek", 0) == 0)
       r.fail("model_type", "mixture-of-experts models ('" + type +
-                               "') are read for mixtral, deepseek_v2 and deepseek_v3 only; expected one of them or a dense decoder");
+                               "') are read for mixtral, deepseek_v2, deepseek_v3, qwen2_moe and qwen3_moe only; expected "
+                               "one of them or a dense decoder");
   }
   const bool gpt2 = type == "gpt2";
   Model m;
@@ -169,7 +172,8 @@ Model model_from_hf_json(const std::string& text, const std::string& file) {
     const bool attn_bias = r.get_bool("attention_bias", false);
     const bool mlp_bias = r.get_bool("mlp_bias", false);
     m.bias = attn_bias && mlp_bias;
-    m.qkv_bias = attn_bias || type == "qwen2";  // Qwen2 always has QKV biases
+    m.qkv_bias = attn_bias || type == "qwen2" || type == "qwen2_moe";  // Qwen2 (and its MoE) always has QKV biases
+    m.qk_norm = type == "qwen3" || type == "qwen3_moe";                 // Qwen3Attention q_norm, k_norm
     m.hidden_dropout = r.get_number({"hidden_dropout", "resid_pdrop"}, 0.0);
     m.attention_dropout = r.get_number({"attention_dropout", "attn_pdrop"}, 0.0);
   }
@@ -198,6 +202,32 @@ Model model_from_hf_json(const std::string& text, const std::string& file) {
     m.v_head_dim = r.get_int({"v_head_dim"}, 0, true, kMaxWidth);
     if (const json* v = r.find({"num_nextn_predict_layers"}); v && !(v->is_number_integer() && v->get<long long>() == 0))
       m.mtp_layers = r.get_int({"num_nextn_predict_layers"}, 0, false, 64);
+  }
+  if (qwen_moe) {
+    // transformers models/qwen2_moe/configuration_qwen2_moe.py, qwen3_moe/configuration_qwen3_moe.py:
+    // layer i is sparse unless listed in mlp_only_layers and when (i + 1) % decoder_sparse_step == 0.
+    m.num_experts = r.get_int({"num_experts"}, 0, true, 1 << 16);
+    m.experts_per_token = r.get_int({"num_experts_per_tok"}, 0, true, m.num_experts);
+    m.moe_ffn_hidden_size = r.get_int({"moe_intermediate_size"}, 0, true, kMaxWidth);
+    if (const json* v = r.find({"decoder_sparse_step"}); v && !(v->is_number_integer() && v->get<long long>() == 1))
+      r.fail("decoder_sparse_step", "only 1 (every layer sparse) is modelled, got " + v->dump());
+    if (const json* v = r.find({"mlp_only_layers"}); v && !v->is_null()) {
+      // A dense prefix [0, 1, .., k-1] is first_dense_layers; other dense layers are not modelled.
+      if (!v->is_array()) r.fail("mlp_only_layers", "expected a list of layer indices");
+      for (size_t i = 0; i < v->size(); ++i)
+        if (!(*v)[i].is_number_integer() || (*v)[i].get<long long>() != (long long)i)
+          r.fail("mlp_only_layers", "only a dense prefix [0, 1, ..] is modelled, got " + v->dump());
+      m.first_dense_layers = int(std::min<size_t>(v->size(), size_t(m.num_layers)));
+    }
+    if (const json* v = r.find({"shared_expert_intermediate_size"}); v && !v->is_null() && !(v->is_number_integer() && v->get<long long>() == 0)) {
+      const int shared = r.get_int({"shared_expert_intermediate_size"}, 0, false, kMaxWidth);
+      // One shared expert of that width = shared / moe experts of the routed width (the same weights and FLOPs).
+      if (shared % m.moe_ffn_hidden_size)
+        r.fail("shared_expert_intermediate_size", "expected a multiple of moe_intermediate_size " +
+                                                      std::to_string(m.moe_ffn_hidden_size) + ", got " + std::to_string(shared));
+      m.num_shared_experts = shared / m.moe_ffn_hidden_size;
+      m.shared_expert_gate = true;
+    }
   }
   if (approx_params(m) > kMaxParams)
     r.fail("num_hidden_layers", fmt::format("the model has {:.3g} parameters; expected at most {:.3g}", approx_params(m), kMaxParams));

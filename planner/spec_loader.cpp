@@ -119,7 +119,8 @@ Model model_from_yaml(const YAML::Node& node, const std::string& file, const std
                      "max_position_embeddings", "hidden_dropout", "attention_dropout",
                      "published_params", "num_experts", "experts_per_token", "moe_ffn_hidden_size",
                      "num_shared_experts", "first_dense_layers", "moe_layer_freq", "router_bias", "q_lora_rank",
-                     "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "mtp_layers"});
+                     "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "mtp_layers",
+                     "shared_expert_gate", "qk_norm"});
   Model m;
   m.name = r.get_string("name");
   m.source = r.opt_string("source", "");
@@ -139,6 +140,7 @@ Model model_from_yaml(const YAML::Node& node, const std::string& file, const std
   m.bias = r.opt_bool("bias", false);
   m.qkv_bias = r.opt_bool("qkv_bias", false);
   m.post_norms = r.opt_bool("post_norms", false);
+  m.qk_norm = r.opt_bool("qk_norm", false);
   m.position_embedding = PositionEmbedding(r.get_choice("position_embedding", {"rope", "learned"}));
   if (m.position_embedding == PositionEmbedding::kLearned)
     m.max_position_embeddings =
@@ -158,9 +160,10 @@ Model model_from_yaml(const YAML::Node& node, const std::string& file, const std
     m.first_dense_layers = capped(r, "first_dense_layers", r.opt_int("first_dense_layers", 0, 0), m.num_layers);
     m.moe_layer_freq = capped(r, "moe_layer_freq", r.opt_int("moe_layer_freq", 1, 1), m.num_layers);
     m.router_bias = r.opt_bool("router_bias", false);
+    m.shared_expert_gate = r.opt_bool("shared_expert_gate", false);
   } else {
     for (const char* k : {"experts_per_token", "moe_ffn_hidden_size", "num_shared_experts", "first_dense_layers",
-                          "moe_layer_freq", "router_bias"})
+                          "moe_layer_freq", "router_bias", "shared_expert_gate"})
       if (r.has(k)) r.fail(k, "applies to a mixture of experts only (num_experts > 0)");
   }
   m.kv_lora_rank = capped(r, "kv_lora_rank", r.opt_int("kv_lora_rank", 0, 0), kMaxWidth);

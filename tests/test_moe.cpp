@@ -335,3 +335,35 @@ TEST_CASE("MoE refusals: validate's dense executors, FP8, --emit for other stack
   CHECK(r.code == 2);
   CHECK(r.err.find("framework megatron") != std::string::npos);
 }
+
+TEST_CASE("Qwen3-MoE and Qwen2-MoE config.json: counted, total and active, by hand", "[moe][params][hf]") {
+  // Qwen3-30B-A3B: per layer attention 2048 x 4096 (q) + 2 x 2048 x 512 (k, v) + 4096 x 2048 (o) = 18,874,368,
+  // q_norm + k_norm 2 x 128, 2 RMSNorms 4,096, router 128 x 2048 = 262,144, 128 experts of 3 x 2048 x 768 = 4,718,592:
+  // 623,120,640 x 48 + embedding and head 2 x 151936 x 2048 + final norm 2048 = 30,532,122,624 (Qwen: "30.5B").
+  const Model q3 = load_model_file(test::repo("tests/data/hf/qwen3-30b-a3b/config.json"));
+  CHECK(q3.qk_norm);
+  CHECK(q3.num_shared_experts == 0);
+  const ParamCounts c3 = count_params(q3);
+  CHECK(c3.total == 30532122624LL);
+  // Active: 8 of 128 experts: minus 48 x 120 x 4,718,592 = 3,353,032,704 ("3.3B activated").
+  CHECK(c3.active == 3353032704LL);
+  // Qwen1.5-MoE-A2.7B (qwen2_moe): attention 4 x 2048^2 + QKV biases 3 x 2048 = 16,783,360, norms 4,096, router
+  // 60 x 2048, 60 experts of 3 x 2048 x 1408 = 8,650,752, one shared expert of 5632 = 4 x 8,650,752, its gate
+  // Linear(2048, 1): 570,560,512 x 24 + 2 x 151936 x 2048 + 2048 = 14,315,784,192 (Qwen: "14.3B").
+  const Model q2 = load_model_file(test::repo("tests/data/hf/qwen1.5-moe-a2.7b/config.json"));
+  CHECK(q2.num_shared_experts == 4);
+  CHECK(q2.shared_expert_gate);
+  CHECK(q2.qkv_bias);
+  const ParamCounts c2 = count_params(q2);
+  CHECK(c2.total == 14315784192LL);
+  // Active: 4 of 60 routed experts: minus 24 x 56 x 8,650,752 = 2,689,173,504 ("A2.7B").
+  CHECK(c2.active == 2689173504LL);
+  // Both plan: with tp 1 every parameter of a layer sits on one rank, so the stage holds them all.
+  Spec s = moe_spec(q3, 8, 4096, 64);
+  Layout l = parse_layout("dp=8,tp=1,ep=8,pp=1");
+  REQUIRE_FALSE(resolve_layout(s, &l));
+  CHECK(stage_params(q3, l, 0).expert == 16 * 4718592LL);
+  Layout whole = parse_layout("dp=8,tp=1,ep=1,pp=1");
+  REQUIRE_FALSE(resolve_layout(s, &whole));
+  CHECK(stage_params(q3, whole, 0).total() == c3.total);
+}
