@@ -133,6 +133,34 @@ void BM_Plan_duplicate_constraints(benchmark::State& state) {
 }
 BENCHMARK(BM_Plan_duplicate_constraints)->Unit(benchmark::kMillisecond);
 
+// Issue 16: the search with expert parallelism (ep over the divisors of
+// num_experts, etp 1 or tp): Mixtral-8x7B on 64 H100 (the shipped example),
+// and DeepSeek-V3 on 2048 H800 with the published layout removed (the whole space).
+paraplan::Spec moe_spec(const char* rel) {
+  paraplan::Spec s = paraplan::load_spec_file(std::string(PARAPLAN_SOURCE_DIR) + "/" + rel);
+  s.default_layout.reset();
+  return s;
+}
+void plan_loop(benchmark::State& state, const paraplan::Spec& s) {
+  std::int64_t evaluated = 0;
+  for (auto _ : state) {
+    paraplan::Plan plan = paraplan::make_plan(s);
+    benchmark::DoNotOptimize(plan.candidates.data());
+    evaluated = plan.evaluated;
+  }
+  state.counters["evaluated"] = benchmark::Counter(double(evaluated));
+}
+void BM_Plan_Mixtral_64_H100(benchmark::State& state) {
+  static const paraplan::Spec s = moe_spec("configs/examples/mixtral-8x7b-h100-64.yaml");
+  plan_loop(state, s);
+}
+BENCHMARK(BM_Plan_Mixtral_64_H100)->Unit(benchmark::kMillisecond);
+void BM_Plan_DeepSeekV3_2048_H800(benchmark::State& state) {
+  static const paraplan::Spec s = moe_spec("configs/examples/deepseek-v3-h800.yaml");
+  plan_loop(state, s);
+}
+BENCHMARK(BM_Plan_DeepSeekV3_2048_H800)->Unit(benchmark::kMillisecond);
+
 // The plain summary line: counts of one run and the median search time of 5.
 void print_summary() {
   const paraplan::Spec& s = spec_405b();

@@ -108,6 +108,19 @@ bool stage_split(int L, const Layout& l, StageSplit* out) {
   return (l.pp <= 2 || out->middle % v == 0) && short_ok(out->first) && short_ok(out->last);
 }
 
+namespace {
+// Every layer from the first on is an MoE layer (Mixtral, Qwen-MoE): a chunk's
+// MoE layers are its layers.
+bool all_moe(const Model& m) { return m.first_dense_layers == 0 && m.moe_layer_freq <= 1; }
+}  // namespace
+
+int chunk_moe_layers(const Model& m, const Layout& l, const StageSplit& sp, int stage, int chunk) {
+  if (!m.is_moe()) return 0;
+  const int vs = chunk * l.pp + stage, n = virtual_stage_layers(sp, l, vs);
+  if (all_moe(m)) return n;
+  return moe_layers_in(m, virtual_stage_first_layer(sp, l, vs), n);
+}
+
 int chunk_moe_layers(const Model& m, const Layout& l, int stage, int chunk) {
   if (!m.is_moe()) return 0;
   if (l.balance == StageBalance::kCost && l.pp > 1) {
@@ -116,15 +129,34 @@ int chunk_moe_layers(const Model& m, const Layout& l, int stage, int chunk) {
   }
   StageSplit sp;
   if (!stage_split(m.num_layers, l, &sp)) return 0;
-  const int vs = chunk * l.pp + stage;
-  return moe_layers_in(m, virtual_stage_first_layer(sp, l, vs), virtual_stage_layers(sp, l, vs));
+  return chunk_moe_layers(m, l, sp, stage, chunk);
 }
 
 int stage_moe_layers(const Model& m, const Layout& l, int stage) {
   if (!m.is_moe()) return 0;
   if (l.balance == StageBalance::kCost && l.pp > 1) return chunk_moe_layers(m, l, stage, 0);
+  StageSplit sp;
+  if (!stage_split(m.num_layers, l, &sp)) return 0;
+  if (all_moe(m)) return sp.of(stage, l.pp);
+  if (m.moe_layer_freq <= 1) {
+    // A dense prefix of first_dense_layers: the rank's layers less those of its
+    // chunks that fall in the prefix, walking rounds of chunks only until a
+    // round starts past it (O(chunks in the prefix), not O(vpp^2)).
+    const int p = l.pp, fd = m.first_dense_layers;
+    int dense = 0;
+    std::int64_t round_start = 0;
+    for (int c = 0; c < l.vpp && round_start < fd; ++c) {
+      const int first = chunk_layers(sp.first, l, 0, c), middle = p > 2 ? chunk_layers(sp.middle, l, 1, c) : 0,
+                last = p > 1 ? chunk_layers(sp.last, l, p - 1, c) : 0;
+      const std::int64_t start = round_start + (stage > 0 ? first + std::int64_t(stage - 1) * middle : 0);
+      const int n = chunk_layers(sp.of(stage, p), l, stage, c);
+      dense += int(std::max<std::int64_t>(0, std::min<std::int64_t>(start + n, fd) - start));
+      round_start += first + std::int64_t(p > 2 ? p - 2 : 0) * middle + last;
+    }
+    return sp.of(stage, p) - dense;
+  }
   int n = 0;
-  for (int c = 0; c < l.vpp; ++c) n += chunk_moe_layers(m, l, stage, c);
+  for (int c = 0; c < l.vpp; ++c) n += chunk_moe_layers(m, l, sp, stage, c);
   return n;
 }
 

@@ -147,10 +147,18 @@ inline int virtual_stage_layers(const StageSplit& sp, const Layout& l, int vs) {
   const int stage = vs % l.pp, chunk = vs / l.pp;
   return chunk_layers(sp.of(stage, l.pp), l, stage, chunk);
 }
+// In O(vpp): every earlier round of chunks (each rank's chunk c' < chunk:
+// the first rank's, pp - 2 middle ranks' and the last rank's), then this
+// round's chunks on the ranks before `stage` (the first, then middle ones).
 inline int virtual_stage_first_layer(const StageSplit& sp, const Layout& l, int vs) {
-  int n = 0;
-  for (int u = 0; u < vs; ++u) n += virtual_stage_layers(sp, l, u);
-  return n;
+  const int p = l.pp, stage = vs % p, chunk = vs / p;
+  auto first = [&](int c) { return chunk_layers(sp.first, l, 0, c); };
+  auto middle = [&](int c) { return p > 2 ? chunk_layers(sp.middle, l, 1, c) : 0; };
+  auto last = [&](int c) { return p > 1 ? chunk_layers(sp.last, l, p - 1, c) : 0; };
+  std::int64_t n = 0;
+  for (int c = 0; c < chunk; ++c) n += first(c) + std::int64_t(p > 2 ? p - 2 : 0) * middle(c) + last(c);
+  if (stage > 0) n += first(chunk) + std::int64_t(stage - 1) * middle(chunk);
+  return int(n);
 }
 
 // Mixture-of-experts layers among the n layers from global layer `first`
@@ -165,6 +173,7 @@ inline int moe_layers_in(const Model& m, int first, int n) {
 }
 // Of model chunk `chunk` of pipeline rank `stage` (of a valid layout), and of the whole rank.
 int chunk_moe_layers(const Model& m, const Layout& l, int stage, int chunk);
+int chunk_moe_layers(const Model& m, const Layout& l, const StageSplit& split, int stage, int chunk);
 int stage_moe_layers(const Model& m, const Layout& l, int stage);
 
 // Full recomputation of a model chunk of n layers (Megatron-LM

@@ -367,3 +367,52 @@ TEST_CASE("Qwen3-MoE and Qwen2-MoE config.json: counted, total and active, by ha
   REQUIRE_FALSE(resolve_layout(s, &whole));
   CHECK(stage_params(q3, whole, 0).total() == c3.total);
 }
+
+TEST_CASE("A virtual stage's first layer, in closed form, is the sum of the layers before it", "[moe][layout]") {
+  // The definition: the layers of every virtual stage before vs (Megatron's chunk order c x pp + stage).
+  int checked = 0;
+  for (int L : {8, 12, 13, 61, 62})
+    for (int pp = 1; pp <= 8; ++pp)
+      for (int vpp = 1; vpp <= 4; ++vpp)
+        for (int first = 0; first <= 3; ++first)
+          for (int last = 0; last <= 3; ++last) {
+            Layout l;
+            l.pp = pp, l.vpp = vpp, l.first_stage_layers = first, l.last_stage_layers = last;
+            StageSplit sp;
+            if (!stage_split(L, l, &sp)) continue;
+            int sum = 0;
+            for (int vs = 0; vs < pp * vpp; ++vs) {
+              CHECK(virtual_stage_first_layer(sp, l, vs) == sum);
+              sum += virtual_stage_layers(sp, l, vs);
+            }
+            CHECK(sum == L);
+            ++checked;
+          }
+  CHECK(checked > 100);
+}
+
+TEST_CASE("MoE layers per pipeline rank: the sum over its chunks, dense prefix first", "[moe][layout]") {
+  // The definition: chunk by chunk, the layers from first_dense_layers on (moe_layers_in).
+  Model m = deepseek_v3();
+  int checked = 0;
+  for (int fd : {0, 1, 3, 7})
+    for (int pp = 1; pp <= 8; ++pp)
+      for (int vpp = 1; vpp <= 4; ++vpp)
+        for (int last = 0; last <= 2; ++last) {
+          m.first_dense_layers = fd;
+          Layout l;
+          l.pp = pp, l.vpp = vpp, l.last_stage_layers = last;
+          StageSplit sp;
+          if (!stage_split(m.num_layers, l, &sp)) continue;
+          for (int stage = 0; stage < pp; ++stage) {
+            int sum = 0;
+            for (int c = 0; c < vpp; ++c) {
+              const int vs = c * pp + stage;
+              sum += moe_layers_in(m, virtual_stage_first_layer(sp, l, vs), virtual_stage_layers(sp, l, vs));
+            }
+            CHECK(stage_moe_layers(m, l, stage) == sum);
+            ++checked;
+          }
+        }
+  CHECK(checked > 50);
+}
