@@ -225,8 +225,29 @@ std::int64_t layer_rounding_slack(const Model& m, bool flash, Recompute r, const
   return sum;
 }
 
+LayerActivationSummary layer_activation_summary(const Model& m, bool flash, const ActShape& a,
+                                                const ActivationVariant& v, LayerKind kind) {
+  LayerActivationSummary r;
+  for (const SavedTensor& t : layer_saved_tensors(m, flash, v, kind)) {
+    const std::int64_t b = tensor_bytes(t, a), slack = segment_slack(b);
+    r.none += b, r.slack_none += slack;
+    if (!t.core_attention) r.selective += b, r.slack_selective += slack;
+  }
+  const SavedTensor input{"layer", "input", m.hidden_size, 0, ElemKind::kAct, Shard::kSp, false};
+  r.input = tensor_bytes(input, a);
+  r.slack_input = segment_slack(r.input);
+  return r;
+}
+
 TransientPeak layer_transient_peak(const Model& m, bool flash, Recompute r, const ActShape& a,
                                    const ActivationVariant& v, LayerKind kind) {
+  const std::int64_t none = layer_activation_bytes(m, flash, Recompute::kNone, a, v, kind);
+  const std::int64_t core = none - layer_activation_bytes(m, flash, Recompute::kSelective, a, v, kind);
+  return layer_transient_peak(m, flash, r, a, none, core, kind);
+}
+
+TransientPeak layer_transient_peak(const Model& m, bool flash, Recompute r, const ActShape& a, std::int64_t none,
+                                   std::int64_t core, LayerKind kind) {
   const std::int64_t sb = a.s * a.b, tp = a.tp, e = a.act_bytes;
   const std::int64_t X = sb * m.hidden_size * e / (a.sp ? tp : 1);  // hidden state, sequence-sharded with SP
   const std::int64_t H = sb * m.hidden_size * e;                    // full hidden state (row-parallel partial sum)
@@ -239,8 +260,6 @@ TransientPeak layer_transient_peak(const Model& m, bool flash, Recompute r, cons
   const std::int64_t D = m.hidden_dropout > 0 ? sb * m.hidden_size / (a.sp ? tp : 1) : 0;  // 1-byte mask
   const std::int64_t RS = a.sp ? X : 0;  // a reduce-scatter's output, alive with its input
   const std::int64_t DX = m.hidden_dropout > 0 ? X : 0;  // gradient through a residual dropout
-  const std::int64_t none = layer_activation_bytes(m, flash, Recompute::kNone, a, v, kind);
-  const std::int64_t core = none - layer_activation_bytes(m, flash, Recompute::kSelective, a, v, kind);
   const std::int64_t scratch = 8 * a.s;  // attention backward: 2·s fp32
   TransientPeak p;
   auto at = [&](std::int64_t bytes, const char* phase) {

@@ -92,5 +92,24 @@ struct TransientPeak {
 };
 TransientPeak layer_transient_peak(const Model& m, bool flash, Recompute r, const ActShape& a,
                                    const ActivationVariant& v = {}, LayerKind kind = LayerKind::kDense);
+// The same from a layer's saved bytes with no recompute (`none`) and of its
+// attention core alone (`core`), for callers that have them.
+TransientPeak layer_transient_peak(const Model& m, bool flash, Recompute r, const ActShape& a, std::int64_t none,
+                                   std::int64_t core, LayerKind kind);
+
+// One pass over a layer's saved tensors: its bytes and rounding slack with no
+// recompute, with selective recompute (the attention core dropped) and with
+// full recompute (the layer input) - what layer_activation_bytes and
+// layer_rounding_slack give for each mode.
+struct LayerActivationSummary {
+  std::int64_t none = 0, selective = 0, input = 0;
+  std::int64_t slack_none = 0, slack_selective = 0, slack_input = 0;
+  std::int64_t bytes(Recompute r) const { return r == Recompute::kNone ? none : r == Recompute::kSelective ? selective : input; }
+  std::int64_t slack(Recompute r) const {
+    return r == Recompute::kNone ? slack_none : r == Recompute::kSelective ? slack_selective : slack_input;
+  }
+};
+LayerActivationSummary layer_activation_summary(const Model& m, bool flash, const ActShape& a, const ActivationVariant& v,
+                                                LayerKind kind);
 
 }  // namespace paraplan

@@ -147,25 +147,24 @@ LayerMemory layer_memory(const Spec& s, const Layout& l) {
   const ActShape a{t.seq_length / l.cp, l.mbs, l.tp, l.sp, dtype_bytes(t.precision), t.fp8, l.expert_tp()};
   const bool full = l.recompute == Recompute::kFull, fragmentation = s.cluster.fragmentation_modelled();
   LayerMemory r;
+  // One pass over each kind's saved tensors gives every mode's bytes and slack.
+  auto fill = [&](LayerKind kind, std::int64_t* per_layer, std::int64_t* whole, std::int64_t* slack, std::int64_t* whole_slack,
+                  TransientPeak* transient, TransientPeak* transient_none) {
+    const LayerActivationSummary a_s = layer_activation_summary(m, t.flash_attention, a, prof.act, kind);
+    *per_layer = a_s.bytes(l.recompute);
+    *whole = a_s.none;
+    *slack = fragmentation ? a_s.slack(l.recompute) : 0;
+    *whole_slack = fragmentation ? (full ? a_s.slack_none : *slack) : 0;
+    if (!full) *whole = *per_layer;
+    const std::int64_t core = a_s.none - a_s.selective;
+    *transient = layer_transient_peak(m, t.flash_attention, l.recompute, a, a_s.none, core, kind);
+    *transient_none = full ? layer_transient_peak(m, t.flash_attention, Recompute::kNone, a, a_s.none, core, kind) : *transient;
+  };
+  fill(LayerKind::kDense, &r.per_layer, &r.whole, &r.slack, &r.whole_slack, &r.transient, &r.transient_none);
   if (m.is_moe()) {
-    const LayerKind k = LayerKind::kMoe;
-    r.moe_per_layer = layer_activation_bytes(m, t.flash_attention, l.recompute, a, prof.act, k);
-    r.moe_whole = full ? layer_activation_bytes(m, t.flash_attention, Recompute::kNone, a, prof.act, k) : r.moe_per_layer;
-    r.moe_slack = fragmentation ? layer_rounding_slack(m, t.flash_attention, l.recompute, a, prof.act, k) : 0;
-    r.moe_whole_slack =
-        fragmentation && full ? layer_rounding_slack(m, t.flash_attention, Recompute::kNone, a, prof.act, k) : r.moe_slack;
-  }
-  r.per_layer = layer_activation_bytes(m, t.flash_attention, l.recompute, a, prof.act);
-  r.whole = full ? layer_activation_bytes(m, t.flash_attention, Recompute::kNone, a, prof.act) : r.per_layer;
-  r.slack = fragmentation ? layer_rounding_slack(m, t.flash_attention, l.recompute, a, prof.act) : 0;
-  r.whole_slack = fragmentation && full ? layer_rounding_slack(m, t.flash_attention, Recompute::kNone, a, prof.act) : r.slack;
-  r.transient = layer_transient_peak(m, t.flash_attention, l.recompute, a, prof.act);
-  r.transient_none = full ? layer_transient_peak(m, t.flash_attention, Recompute::kNone, a, prof.act) : r.transient;
-  if (m.is_moe()) {
+    TransientPeak mt, mn;
+    fill(LayerKind::kMoe, &r.moe_per_layer, &r.moe_whole, &r.moe_slack, &r.moe_whole_slack, &mt, &mn);
     // The larger of a dense and an MoE layer's (a model may have both).
-    const TransientPeak mt = layer_transient_peak(m, t.flash_attention, l.recompute, a, prof.act, LayerKind::kMoe);
-    const TransientPeak mn =
-        full ? layer_transient_peak(m, t.flash_attention, Recompute::kNone, a, prof.act, LayerKind::kMoe) : mt;
     if (mt.bytes > r.transient.bytes) r.transient = mt;
     if (mn.bytes > r.transient_none.bytes) r.transient_none = mn;
   }

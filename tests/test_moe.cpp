@@ -416,3 +416,20 @@ TEST_CASE("MoE layers per pipeline rank: the sum over its chunks, dense prefix f
         }
   CHECK(checked > 50);
 }
+
+TEST_CASE("One pass over a layer's saved tensors gives what the per-mode functions give", "[moe][activations]") {
+  for (const Model& m : {mixtral(), deepseek_v3(), test::gpt_style(4, 1024, 16, 50304)})
+    for (bool flash : {false, true})
+      for (LayerKind kind : {LayerKind::kDense, LayerKind::kMoe}) {
+        if (kind == LayerKind::kMoe && !m.is_moe()) continue;
+        const ActShape a{4096, 2, 2, true, 2, false, 2};
+        const LayerActivationSummary s = layer_activation_summary(m, flash, a, {}, kind);
+        for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+          CHECK(s.bytes(r) == layer_activation_bytes(m, flash, r, a, {}, kind));
+          CHECK(s.slack(r) == layer_rounding_slack(m, flash, r, a, {}, kind));
+          const TransientPeak one = layer_transient_peak(m, flash, r, a, {}, kind);
+          const TransientPeak two = layer_transient_peak(m, flash, r, a, s.none, s.none - s.selective, kind);
+          CHECK(one.bytes == two.bytes);
+        }
+      }
+}
