@@ -1,6 +1,7 @@
 #include "costmodel/activations.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace paraplan {
 
@@ -16,7 +17,8 @@ std::int64_t tensor_bytes(const SavedTensor& t, const ActShape& a) {
                                                             : 4;
   const bool split = t.shard == Shard::kTp || (t.shard == Shard::kSp && a.sp);
   // Exact: heads, kv heads and ffn divide tp; with SP the sequence does.
-  return split ? elems * per_elem / a.tp : elems * per_elem;
+  const std::int64_t b = split ? elems * per_elem / a.tp : elems * per_elem;
+  return t.expert_rows && a.expert_load != 1.0 ? std::int64_t(std::llround(double(b) * a.expert_load)) : b;
 }
 
 namespace {
@@ -162,10 +164,11 @@ void add_moe_mlp(TensorList* lp, const Model& m) {
   l.add({"router", "aux-loss scores (fp32)", e, 0, ElemKind::kFp32, Shard::kSp, false});
   l.add({"router", "routing map", e, 0, ElemKind::kMask, Shard::kSp, false});
   l.add({"permute", "row indices (top-k)", k, 0, ElemKind::kIndex, Shard::kSp, false});
-  l.add({"experts_fc1", "input (dispatched tokens, top-k x etp)", k * h, 0, ElemKind::kAct, Shard::kSp, false, true, true});
-  l.add({"experts_act", "input (fc1 output, top-k)", k * fin, 0, ElemKind::kAct, Shard::kSp, false});
-  l.add({"experts_act", "permuted probabilities (fp32, top-k x etp)", k, 0, ElemKind::kFp32, Shard::kSp, false, false, true});
-  l.add({"experts_fc2", "input (activation output, top-k)", k * f, 0, ElemKind::kAct, Shard::kSp, false, true});
+  l.add({"experts_fc1", "input (dispatched tokens, top-k x etp)", k * h, 0, ElemKind::kAct, Shard::kSp, false, true, true, true});
+  l.add({"experts_act", "input (fc1 output, top-k)", k * fin, 0, ElemKind::kAct, Shard::kSp, false, false, false, true});
+  l.add({"experts_act", "permuted probabilities (fp32, top-k x etp)", k, 0, ElemKind::kFp32, Shard::kSp, false, false, true,
+         true});
+  l.add({"experts_fc2", "input (activation output, top-k)", k * f, 0, ElemKind::kAct, Shard::kSp, false, true, false, true});
   if (m.num_shared_experts > 0) {
     const std::int64_t fs = std::int64_t(m.num_shared_experts) * f;
     l.add({"shared_act", "input (shared experts' fc1 output)", m.gated() ? 2 * fs : fs, 0, ElemKind::kAct, Shard::kTp, false});
@@ -285,8 +288,10 @@ TransientPeak layer_transient_peak(const Model& m, bool flash, Recompute r, cons
     // the experts' fc2-input (Gk) and fc1-output (Uk) gradients.
     const std::int64_t k = m.experts_per_token, f = m.moe_ffn_hidden_size, fin = m.gated() ? 2 * f : f;
     const std::int64_t rows = sb * k / (a.sp ? tp : 1);  // the rank's dispatched token copies
-    const std::int64_t P = rows * m.hidden_size * e, Pg = P * a.etp;
-    const std::int64_t Gk = rows * f * e, Uk = rows * fin * e;
+    // What the busiest expert rank receives: x expert_load (its sent copies, P, stay the mean).
+    auto load = [&](std::int64_t x) { return std::int64_t(std::llround(double(x) * a.expert_load)); };
+    const std::int64_t P = rows * m.hidden_size * e, Pg = load(P * a.etp);
+    const std::int64_t Gk = load(rows * f * e), Uk = load(rows * fin * e);
     if (a.etp > 1) at(dres_if_recompute + R + Pg + 2 * Pg + 2 * P, "forward: expert output, its fp32 copy and the reduce-scatter output");
     else at(dres_if_recompute + R + 2 * P, "forward: expert output and the combine all-to-all output");
     at(base + 2 * P + Pg, "backward: residual grad + combine gradients (all-to-all, all-gather)");

@@ -33,6 +33,8 @@ struct SavedTensor {
   bool linear_input = false;  // a transformer linear layer's input: 1 byte under FP8 (TE keeps the FP8 cast)
   // Tokens an expert rank received: the etp ranks' tokens gathered (x etp).
   bool per_etp = false;
+  // Sized by the tokens routed to the rank's experts: x ActShape::expert_load.
+  bool expert_rows = false;
 };
 
 // A dense layer, or a mixture-of-experts layer (router, routed and shared
@@ -54,6 +56,9 @@ struct ActShape {
   int act_bytes;      // bytes of the activation dtype
   bool fp8 = false;   // FP8 training: linear inputs saved as their FP8 (column-wise) cast
   int etp = 1;        // expert tensor-parallel size (MoE layers)
+  // The busiest expert rank's routed tokens over the balanced mean
+  // (Training::moe_expert_load); 1 = perfectly balanced.
+  double expert_load = 1.0;
 };
 
 // Bytes of one saved tensor for one micro-batch on one tp rank.

@@ -144,7 +144,8 @@ LayerMemory layer_memory(const Spec& s, const Layout& l) {
   const Model& m = s.model;
   const Training& t = s.training;
   const Profile& prof = profile(t.framework);
-  const ActShape a{t.seq_length / l.cp, l.mbs, l.tp, l.sp, dtype_bytes(t.precision), t.fp8, l.expert_tp()};
+  const ActShape a{t.seq_length / l.cp, l.mbs, l.tp, l.sp, dtype_bytes(t.precision), t.fp8, l.expert_tp(),
+                   t.moe_expert_load()};
   const bool full = l.recompute == Recompute::kFull, fragmentation = s.cluster.fragmentation_modelled();
   LayerMemory r;
   // One pass over each kind's saved tensors gives every mode's bytes and slack.
@@ -266,7 +267,8 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
 
   // Activations saved for backward, times the micro-batches in flight.
   // With context parallelism each rank holds s/cp tokens of every sequence.
-  const ActShape a{t.seq_length / l.cp, l.mbs, l.tp, l.sp, dtype_bytes(t.precision), t.fp8, l.expert_tp()};
+  const ActShape a{t.seq_length / l.cp, l.mbs, l.tp, l.sp, dtype_bytes(t.precision), t.fp8, l.expert_tp(),
+                   t.moe_expert_load()};
   const int micro = num_microbatches(s, l);
   const int in_flight = in_flight_chunks(l, micro, stage);
   const std::int64_t per_layer = lm.per_layer;
@@ -316,9 +318,10 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
             const char* sched = l.schedule == Schedule::kGPipe ? "GPipe" : l.vpp > 1 ? "interleaved 1F1B" : "1F1B";
             if (m.is_moe())
               return fmt::format("{} layer forwards in flight ({} schedule), {} of them MoE layers x {} (dense layers x {}), "
-                                 "{} recompute, etp {}: {}",
+                                 "{} recompute, etp {}, the busiest expert rank's tokens at {:g}x the mean: {}",
                                  held_layers, sched, held_moe, human(full ? lm.moe_whole : lm.moe_per_layer),
-                                 human(full ? whole : per_layer), recompute_name(l.recompute), l.expert_tp(), human(held_bytes));
+                                 human(full ? whole : per_layer), recompute_name(l.recompute), l.expert_tp(),
+                                 t.moe_expert_load(), human(held_bytes));
             if (partial && even_chunks) {
               const int n = int(layers_per_chunk);
               return fmt::format("{} {} in flight ({} schedule) x ({} checkpointed inputs x {} + {} whole layers x {}) "

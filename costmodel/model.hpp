@@ -232,6 +232,22 @@ struct Training {
   // Zoph, Shazeer 2022, JMLR 23, "Switch Transformers", §2.2), i.e. the
   // headroom a well-balanced router needs over perfect balance.
   double moe_load_imbalance = 1.25;
+  // Megatron --moe-expert-capacity-factor (0: dropless, the default): an
+  // expert keeps at most capacity x its mean share of tokens and drops the
+  // rest; with --moe-pad-expert-input-to-capacity every expert's input is
+  // padded to exactly that (token_dispatcher.py drop_and_pad).
+  double moe_capacity_factor = 0;
+  bool moe_pad_to_capacity = false;
+  // The busiest expert rank's rows over the balanced mean, what the expert
+  // GEMMs, the all-to-alls and the dispatched-token memory are sized by:
+  // padded, the capacity; with drops, the imbalance capped by it; dropless,
+  // the imbalance.
+  double moe_expert_load() const {
+    if (moe_capacity_factor > 0)
+      return moe_pad_to_capacity ? moe_capacity_factor
+                                 : (moe_load_imbalance < moe_capacity_factor ? moe_load_imbalance : moe_capacity_factor);
+    return moe_load_imbalance;
+  }
 };
 
 // Upper bounds on sizes paraplan models, so that byte counts stay exact in

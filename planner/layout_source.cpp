@@ -1,5 +1,7 @@
 #include "planner/layout_source.hpp"
 
+#include <cstdlib>
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -83,7 +85,7 @@ constexpr const char* kReadMegatronFlags[] = {
     "--activations-checkpoint-num-layers", "--bf16", "--fp16", "--grad-reduce-in-bf16", "--attention-backend",
     "--use-flash-attn", "--overlap-grad-reduce", "--overlap-param-gather", "--context-parallel-size", "--cp-comm-type",
     "--expert-model-parallel-size", "--expert-tensor-parallel-size", "--num-experts", "--moe-router-topk",
-    "--moe-ffn-hidden-size", "--fp8-format", "--fp8-param-gather", "--fp8-recipe", "--fp8-amax-history-len", "--num-layers", "--hidden-size",
+    "--moe-ffn-hidden-size", "--moe-expert-capacity-factor", "--moe-pad-expert-input-to-capacity", "--fp8-format", "--fp8-param-gather", "--fp8-recipe", "--fp8-amax-history-len", "--num-layers", "--hidden-size",
     "--num-attention-heads", "--ffn-hidden-size", "--num-query-groups", "--swiglu",
     "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--add-qkv-bias", "--normalization",
     "--position-embedding-type", "--no-gradient-accumulation-fusion", "--tp-comm-overlap", "--use-megatron-fsdp",
@@ -174,7 +176,8 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
       continue;
     }
     if (!spec->model.is_moe() &&
-        (flag == "--expert-tensor-parallel-size" || flag == "--moe-router-topk" || flag == "--moe-ffn-hidden-size")) {
+        (flag == "--expert-tensor-parallel-size" || flag == "--moe-router-topk" || flag == "--moe-ffn-hidden-size" ||
+         flag == "--moe-expert-capacity-factor" || flag == "--moe-pad-expert-input-to-capacity")) {
       // Megatron reads these only for a mixture of experts (arguments.py:587-588, 1650-1652).
       if (ignored) ignored->push_back(flag + " (the model has no experts)");
       continue;
@@ -323,6 +326,15 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
     else if (flag == "--num-experts") model_must_match(spec->model.num_experts, "num_experts");
     else if (flag == "--moe-router-topk") model_must_match(spec->model.experts_per_token, "experts_per_token");
     else if (flag == "--moe-ffn-hidden-size") model_must_match(spec->model.moe_ffn_hidden_size, "moe_ffn_hidden_size");
+    else if (flag == "--moe-expert-capacity-factor") {
+      // A negative factor means dropless (transformer_config.py:1836-1838).
+      const std::string& v = val();
+      char* end = nullptr;
+      const double x = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end) fail(src, flag, "expected a number, got '" + v + "'");
+      if (!(x <= 64)) fail(src, flag, "expected at most 64, got " + v);
+      spec->training.moe_capacity_factor = x > 0 ? x : 0;
+    } else if (flag == "--moe-pad-expert-input-to-capacity") spec->training.moe_pad_to_capacity = true;
     // Every other Megatron flag does not change the memory layout: ignored.
   }
   // Megatron accumulates and reduces gradients in fp32 unless

@@ -273,7 +273,8 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
                     {"seq_length", "global_batch_size", "precision", "grad_dtype", "optimizer",
                      "optimizer_state_bytes", "flash_attention", "grad_bucket_params",
                      "overlap_dp_comm", "framework", "fp8", "fp8_param_gather", "pipeline_scatter_gather",
-                     "gradient_accumulation_fusion", "tp_comm_overlap", "grad_reduce_dtype", "moe_load_imbalance"});
+                     "gradient_accumulation_fusion", "tp_comm_overlap", "grad_reduce_dtype", "moe_load_imbalance", "moe_capacity_factor",
+                     "moe_pad_to_capacity"});
   t->framework = Framework(r.opt_choice("framework", int(Framework::kMegatron),
                                         {"megatron", "deepspeed", "fsdp", "nanotron", "paraplan"}));
   t->seq_length_given = r.has("seq_length");
@@ -307,6 +308,11 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
   t->gradient_accumulation_fusion = r.opt_bool("gradient_accumulation_fusion", true);
   t->tp_comm_overlap = r.opt_bool("tp_comm_overlap", false);
   t->moe_load_imbalance = r.opt_number("moe_load_imbalance", t->moe_load_imbalance, 1.0, 64.0, true);
+  t->moe_capacity_factor = r.opt_number("moe_capacity_factor", 0.0, 0.0, 64.0, true);
+  t->moe_pad_to_capacity = r.opt_bool("moe_pad_to_capacity", false);
+  if (t->moe_pad_to_capacity && t->moe_capacity_factor == 0)
+    r.fail("moe_pad_to_capacity", "has no effect without moe_capacity_factor (Megatron-LM transformer_config.py:921-924); "
+                                  "expected a capacity factor too");
   if (t->fp8 && m.is_moe())
     r.fail("fp8", "FP8 training of a mixture of experts is not modelled (its expert GEMMs, their FP8 padding and "
                   "workspaces); expected fp8: false");

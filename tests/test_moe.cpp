@@ -279,7 +279,9 @@ TEST_CASE("plan on Mixtral-8x7B over 64 H100 searches ep > 1 and says why its pi
                                     "training: {seq_length: 4096, global_batch_size: 1024}\nsearch: {ep: [2], etp: [1]}\n");
   const Result c = run_paraplan({"plan", "s.yaml", "--format", "json", "--top", "50"}, dir.path());
   REQUIRE(c.code == 0);
-  for (const json& x : json::parse(c.out)["candidates"]) CHECK(parse_layout(x["layout"].get<std::string>()).ep == 2);
+  const json constrained = json::parse(c.out);  // kept alive: a range-for over a temporary's member dangles
+  REQUIRE(!constrained["candidates"].empty());
+  for (const json& x : constrained["candidates"]) CHECK(parse_layout(x["layout"].get<std::string>()).ep == 2);
 }
 
 TEST_CASE("DeepSeek-V3's published layout from Megatron arguments: per-stage memory with the expert terms named", "[moe][cli]") {
@@ -432,4 +434,33 @@ TEST_CASE("One pass over a layer's saved tensors gives what the per-mode functio
           CHECK(one.bytes == two.bytes);
         }
       }
+}
+
+TEST_CASE("Routing balance: the busiest expert rank sizes the dispatched tokens, capacity factors cap or pad it", "[moe][memory]") {
+  const Model m = mixtral();
+  // At 1.25x the mean the four tensors sized by the routed tokens (fc1 input 16,384, SwiGLU input 114,688,
+  // probabilities 8, fc2 input 57,344 B per token) grow by a quarter: 241,888 + 188,424 / 4 = 288,994 B per token.
+  ActShape a{4096, 1, 1, false, 2, false, 1, 1.25};
+  CHECK(layer_activation_bytes(m, true, Recompute::kNone, a, {}, LayerKind::kMoe) == 288994LL * 4096);
+  Training t;
+  CHECK(t.moe_expert_load() == 1.25);  // dropless at the default imbalance
+  t.moe_capacity_factor = 1.0;
+  CHECK(t.moe_expert_load() == 1.0);  // drops above the mean share
+  t.moe_capacity_factor = 2.0;
+  CHECK(t.moe_expert_load() == 1.25);  // the cap is not reached
+  t.moe_pad_to_capacity = true;
+  CHECK(t.moe_expert_load() == 2.0);  // every expert padded to its capacity
+  TempDir dir;
+  const Result r = run_paraplan({"explain", "@SRC@/configs/examples/mixtral-8x7b-h100-64.yaml", "--formulas", "--megatron-args",
+                                 "--tensor-model-parallel-size 1 --expert-model-parallel-size 8 "
+                                 "--moe-expert-capacity-factor 1.0 --moe-pad-expert-input-to-capacity"},
+                                dir.path());
+  INFO(r.err);
+  REQUIRE(r.code <= 1);
+  CHECK(r.out.find("the busiest expert rank at 1x the mean") != std::string::npos);
+  const Result bad = run_paraplan({"explain", "@SRC@/configs/examples/mixtral-8x7b-h100-64.yaml", "--megatron-args",
+                                   "--expert-model-parallel-size 8 --moe-expert-capacity-factor 1.x"},
+                                  dir.path());
+  CHECK(bad.code == 2);
+  CHECK(bad.err.find("--moe-expert-capacity-factor") != std::string::npos);
 }
