@@ -26,6 +26,14 @@ class MemoryResource {
   virtual void deallocate(void* p, std::int64_t bytes) = 0;
   // Bytes the resource holds beyond what is allocated (pool slack) right now.
   virtual std::int64_t reserved_slack() const { return 0; }
+  // What the device holds for this process beyond the tracked tensors, read
+  // after a run: runtime (CUDA context, kernel images, library workspaces,
+  // communicator buffers) and the pool's reserved-but-unallocated bytes when
+  // its allocations peaked. Host memory: none of either.
+  struct Outside {
+    std::int64_t runtime = 0, fragmentation = 0;
+  };
+  virtual Outside outside() const { return {}; }
 };
 
 // 64-byte aligned host memory, zero-filled on allocation (first touch, so the
@@ -34,6 +42,29 @@ class HostMemory final : public MemoryResource {
  public:
   void* allocate(std::int64_t bytes) override;
   void deallocate(void* p, std::int64_t bytes) override;
+};
+
+// Untracked memory straight from a MemoryResource, released on scope exit:
+// calibration's buffers (not a tracked run) and the executor's one-element
+// loss reduction buffer (NCCL reduces device memory only; 64 bytes that no
+// memory category owns, so the per-category comparison is unchanged).
+class Scratch {
+ public:
+  Scratch(MemoryResource& mem, std::int64_t bytes) : mem_(mem), bytes_(bytes < 64 ? 64 : bytes) {
+    p_ = mem_.allocate(bytes_);
+    if (!p_) throw std::runtime_error("out of memory allocating " + std::to_string(bytes_) + " bytes of scratch");
+  }
+  ~Scratch() { mem_.deallocate(p_, bytes_); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  Ref ref(DType t) const { return Ref(p_, t); }
+  float* f32() const { return static_cast<float*>(p_); }
+  std::uint8_t* bytes() const { return static_cast<std::uint8_t*>(p_); }
+
+ private:
+  MemoryResource& mem_;
+  std::int64_t bytes_;
+  void* p_ = nullptr;
 };
 
 struct OutOfMemory : std::runtime_error {
@@ -72,6 +103,7 @@ class TrackingAllocator {
   // Live bytes per category at the moment the total peaked.
   const MemoryBreakdown& at_peak() const { return at_peak_; }
   std::int64_t limit() const { return limit_; }
+  MemoryResource& backing() const { return *backing_; }
   std::int64_t allocations() const { return count_; }
   // Forget peaks (keep live bytes), e.g. after initialisation.
   void reset_peaks();

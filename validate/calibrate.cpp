@@ -24,27 +24,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// Memory from a MemoryResource, released on scope exit (calibration is not a
-// tracked run: no categories, no peaks).
-class Scratch {
- public:
-  Scratch(MemoryResource& mem, std::int64_t bytes) : mem_(mem), bytes_(std::max<std::int64_t>(bytes, 64)) {
-    p_ = mem_.allocate(bytes_);
-    if (!p_) throw std::runtime_error("calibrate: out of memory allocating " + std::to_string(bytes_) + " bytes");
-  }
-  ~Scratch() { mem_.deallocate(p_, bytes_); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  Ref ref(DType t) const { return Ref(p_, t); }
-  float* f32() const { return static_cast<float*>(p_); }
-  std::uint8_t* bytes() const { return static_cast<std::uint8_t*>(p_); }
-
- private:
-  MemoryResource& mem_;
-  std::int64_t bytes_;
-  void* p_ = nullptr;
-};
-
 // Deterministic values in [-0.5, 0.5): no denormals, no overflow in any kernel.
 void fill_values(Device& dev, Ref dst, std::int64_t n, std::uint64_t seed) {
   std::vector<float> host(std::size_t(std::max<std::int64_t>(n, 0)));

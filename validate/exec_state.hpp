@@ -113,6 +113,9 @@ class Exec {
   std::unique_ptr<Request> send_req[2];
   std::vector<ChunkState> states;  // [chunk * M + mb]
   double loss_sum = 0;
+  // The step's loss is summed over the world group in this buffer: a
+  // communicator reduces the backend's memory (NCCL: device memory only).
+  Scratch loss_scalar{A.backing(), 4};
   std::vector<GradCheck> checks;
 };
 

@@ -309,7 +309,10 @@ double Exec::step(int k) {
   // The mean loss over the global batch, known to every rank: the last
   // stage's tp rank 0 of each dp rank contributes its sum.
   float v = (stage == l.pp - 1 && tp_rank == 0) ? float(loss_sum) : 0.0f;
-  G.world->all_reduce(Ref(&v), 1, ReduceOp::kSum);
+  const Ref sum = loss_scalar.ref(DType::kFp32);
+  dev.from_host(&v, sum, 1);
+  G.world->all_reduce(sum, 1, ReduceOp::kSum);
+  dev.to_host(sum, &v, 1);
   return double(v) / double(std::int64_t(t.global_batch_size) * s);
 }
 
@@ -373,7 +376,13 @@ RankResult run_rank(const RunConfig& cfg, Device& dev, TrackingAllocator& alloc,
     throw std::invalid_argument("run_rank: seq_length " + std::to_string(cfg.spec.training.seq_length) + ": " +
                                 seq_length_limit_message(cfg.spec.model));
   detail::Exec e(cfg, dev, alloc, groups);
-  return e.run();
+  RankResult r = e.run();
+  // Measured while the run's buffers and communicators are still held: on
+  // the GPU, what the process took beyond the pool and the pool's slack.
+  const MemoryResource::Outside o = alloc.backing().outside();
+  r.peak[Category::kRuntime] = o.runtime;
+  r.peak[Category::kFragmentation] = o.fragmentation;
+  return r;
 }
 
 }  // namespace paraplan::validate

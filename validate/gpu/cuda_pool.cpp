@@ -39,6 +39,10 @@ class CudaPool final : public MemoryResource {
   }
   void deallocate(void* p, std::int64_t) override { core_.deallocate(p); }
   std::int64_t reserved_slack() const override { return core_.slack(); }
+  Outside outside() const override {
+    const CudaMemoryReport r = cuda_memory_report(*this);
+    return {r.runtime > 0 ? r.runtime : 0, r.fragmentation};
+  }
 
   const PoolCore& core() const { return core_; }
   PoolCore& core() { return core_; }

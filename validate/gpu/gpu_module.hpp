@@ -12,7 +12,7 @@
 namespace paraplan::validate {
 
 // Bumped whenever GpuModuleEntry or the classes it passes change.
-inline constexpr int kGpuModuleAbi = 1;
+inline constexpr int kGpuModuleAbi = 2;  // 2: MemoryResource::outside()
 
 struct GpuModuleEntry {
   int abi;

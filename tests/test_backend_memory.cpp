@@ -1,0 +1,178 @@
+// What the executor asks of a backend's memory, checked on the CPU with
+// stand-ins that enforce the GPU's rules: a communicator may only be handed
+// the backend's memory (NCCL reduces device memory; a host pointer is an
+// illegal address on the GPU), and what the backend holds outside the tracked
+// tensors is reported as runtime and fragmentation.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "costmodel/layout.hpp"
+#include "costmodel/spec.hpp"
+#include "planner/spec_loader.hpp"
+#include "test_helpers.hpp"
+#include "validate/allocator.hpp"
+#include "validate/comm.hpp"
+#include "validate/cpu/cpu_device.hpp"
+#include "validate/executor.hpp"
+
+using namespace paraplan;
+using namespace paraplan::validate;
+using paraplan::test::repo;
+
+namespace {
+
+// Host memory that remembers which blocks it handed out, so a buffer can be
+// checked against them; outside() returns what the test sets.
+class RecordingMemory final : public MemoryResource {
+ public:
+  void* allocate(std::int64_t bytes) override {
+    void* p = host_.allocate(bytes);
+    if (p) live_[static_cast<char*>(p)] = bytes;
+    return p;
+  }
+  void deallocate(void* p, std::int64_t bytes) override {
+    live_.erase(static_cast<char*>(p));
+    host_.deallocate(p, bytes);
+  }
+  Outside outside() const override { return outside_; }
+  // Whether [p, p + bytes) lies inside one live block.
+  bool owns(const void* p, std::int64_t bytes) const {
+    const char* c = static_cast<const char*>(p);
+    auto it = live_.upper_bound(const_cast<char*>(c));
+    if (it == live_.begin()) return false;
+    --it;
+    return c >= it->first && c + bytes <= it->first + it->second;
+  }
+  Outside outside_;
+
+ private:
+  HostMemory host_;
+  std::map<char*, std::int64_t> live_;
+};
+
+// A communicator that checks every buffer it is given against the backend's
+// memory before passing the call on to the local stand-in.
+class CheckedComm final : public Communicator {
+ public:
+  CheckedComm(std::unique_ptr<Communicator> inner, const RecordingMemory* mem, std::vector<std::string>* bad)
+      : in_(std::move(inner)), mem_(mem), bad_(bad) {}
+  int rank() const override { return in_->rank(); }
+  int size() const override { return in_->size(); }
+  std::string name() const override { return in_->name(); }
+  void all_reduce(Ref buf, std::int64_t n, ReduceOp op) override {
+    check(buf.data, n, buf.dtype, "all_reduce");
+    in_->all_reduce(buf, n, op);
+  }
+  void all_gather(CRef in, Ref out, std::int64_t n) override {
+    check(in.data, n, in.dtype, "all_gather input");
+    check(out.data, n * size(), out.dtype, "all_gather output");
+    in_->all_gather(in, out, n);
+  }
+  void reduce_scatter(CRef in, Ref out, std::int64_t n) override {
+    check(in.data, n * size(), in.dtype, "reduce_scatter input");
+    check(out.data, n, out.dtype, "reduce_scatter output");
+    in_->reduce_scatter(in, out, n);
+  }
+  void all_gather_v(Ref buf, const std::vector<std::int64_t>& counts, const std::vector<std::int64_t>& displs) override {
+    check(buf.data, displs.back() + counts.back(), buf.dtype, "all_gather_v");
+    in_->all_gather_v(buf, counts, displs);
+  }
+  void reduce_scatter_v(Ref buf, const std::vector<std::int64_t>& counts,
+                        const std::vector<std::int64_t>& displs) override {
+    check(buf.data, displs.back() + counts.back(), buf.dtype, "reduce_scatter_v");
+    in_->reduce_scatter_v(buf, counts, displs);
+  }
+  std::unique_ptr<Request> isend(CRef buf, std::int64_t n, int peer, int tag) override {
+    check(buf.data, n, buf.dtype, "isend");
+    return in_->isend(buf, n, peer, tag);
+  }
+  void recv(Ref buf, std::int64_t n, int peer, int tag) override {
+    check(buf.data, n, buf.dtype, "recv");
+    in_->recv(buf, n, peer, tag);
+  }
+  void barrier() override { in_->barrier(); }
+
+ private:
+  void check(const void* p, std::int64_t n, DType t, const char* op) {
+    if (n > 0 && !mem_->owns(p, n * storage_bytes(t))) bad_->push_back(in_->name() + " " + op);
+  }
+  std::unique_ptr<Communicator> in_;
+  const RecordingMemory* mem_;
+  std::vector<std::string>* bad_;
+};
+
+Groups checked(Groups g, const RecordingMemory* mem, std::vector<std::string>* bad) {
+  Groups r;
+  r.world = std::make_unique<CheckedComm>(std::move(g.world), mem, bad);
+  r.tp = std::make_unique<CheckedComm>(std::move(g.tp), mem, bad);
+  r.dp = std::make_unique<CheckedComm>(std::move(g.dp), mem, bad);
+  r.pp = std::make_unique<CheckedComm>(std::move(g.pp), mem, bad);
+  if (g.embedding) r.embedding = std::make_unique<CheckedComm>(std::move(g.embedding), mem, bad);
+  return r;
+}
+
+RunConfig emulated(const Spec& s, const std::string& layout, int rank) {
+  RunConfig c;
+  c.spec = s;
+  c.layout = parse_layout(layout);
+  REQUIRE_FALSE(resolve_layout(c.spec, &c.layout).has_value());
+  c.rank = rank;
+  c.steps = 2;
+  c.emulated = true;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("every buffer the executor hands a communicator is the backend's memory, as NCCL needs",
+          "[validate][gpu-host]") {
+  // The step's loss was once summed through a float on the host stack: fine
+  // for MPI, an illegal address for NCCL on a GPU (found on an H200).
+  const Spec s = load_spec_file(repo("configs/examples/tiny-cpu.yaml"));
+  const auto cpu = make_cpu_device();
+  struct Case {
+    const char* layout;
+    int rank;
+  };
+  for (const Case& k : {Case{"dp=2,tp=2,pp=2,zero=0,mbs=1", 0}, Case{"dp=2,tp=2,pp=2,zero=1,mbs=1", 6},
+                        Case{"dp=2,tp=2,pp=2,sp=1,zero=3,recompute=full,mbs=1", 7},
+                        Case{"dp=4,tp=2,pp=1,zero=2,recompute=selective,mbs=2", 1}}) {
+    INFO(k.layout << " rank " << k.rank);
+    RecordingMemory mem;
+    TrackingAllocator alloc(&mem);
+    const RunConfig c = emulated(s, k.layout, k.rank);
+    std::vector<std::string> bad;
+    Groups g = checked(make_local_groups(cpu.get(), c.rank, c.layout.tp, c.layout.dp, c.layout.pp, s.model.tie_embeddings), &mem, &bad);
+    const RankResult r = run_rank(c, *cpu, alloc, g);
+    CHECK(r.loss.size() == 2);
+    for (const std::string& b : bad) UNSCOPED_INFO("not the backend's memory: " << b);
+    CHECK(bad.empty());
+  }
+}
+
+TEST_CASE("run_rank reports the backend's memory outside the tensors as runtime and fragmentation",
+          "[validate][gpu-host]") {
+  const Spec s = load_spec_file(repo("configs/examples/tiny-cpu.yaml"));
+  const auto cpu = make_cpu_device();
+  const RunConfig c = emulated(s, "dp=2,tp=2,pp=2,zero=1,mbs=1", 0);
+  {
+    HostMemory host;  // the CPU backend: nothing outside the tensors
+    TrackingAllocator alloc(&host);
+    Groups g = make_local_groups(cpu.get(), c.rank, c.layout.tp, c.layout.dp, c.layout.pp, s.model.tie_embeddings);
+    const RankResult r = run_rank(c, *cpu, alloc, g);
+    CHECK(r.peak[Category::kRuntime] == 0);
+    CHECK(r.peak[Category::kFragmentation] == 0);
+    CHECK(r.peak[Category::kWeights] > 0);
+  }
+  RecordingMemory mem;  // a backend that says what it holds (the GPU pool: cuda_memory_report)
+  mem.outside_ = {672768000, 11927552};
+  TrackingAllocator alloc(&mem);
+  Groups g = make_local_groups(cpu.get(), c.rank, c.layout.tp, c.layout.dp, c.layout.pp, s.model.tie_embeddings);
+  const RankResult r = run_rank(c, *cpu, alloc, g);
+  CHECK(r.peak[Category::kRuntime] == 672768000);
+  CHECK(r.peak[Category::kFragmentation] == 11927552);
+}
