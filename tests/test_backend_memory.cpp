@@ -5,6 +5,7 @@
 // tensors is reported as runtime and fragmentation.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -17,6 +18,7 @@
 #include "validate/allocator.hpp"
 #include "validate/comm.hpp"
 #include "validate/cpu/cpu_device.hpp"
+#include "validate/compare.hpp"
 #include "validate/executor.hpp"
 
 using namespace paraplan;
@@ -175,4 +177,33 @@ TEST_CASE("run_rank reports the backend's memory outside the tensors as runtime 
   const RankResult r = run_rank(c, *cpu, alloc, g);
   CHECK(r.peak[Category::kRuntime] == 672768000);
   CHECK(r.peak[Category::kFragmentation] == 11927552);
+}
+
+TEST_CASE("a loss that turns NaN fails validate whatever the memory shows, and survives the ranks' JSON",
+          "[validate]") {
+  // An emulated Llama-2-7B rank on an H200 printed "loss: 2.5582 nan nan" under "result: PASS".
+  const Spec s = load_spec_file(repo("configs/examples/tiny-cpu.yaml"));
+  const auto cpu = make_cpu_device();
+  const RunConfig c = emulated(s, "dp=8,tp=1,pp=1,zero=1,mbs=1", 0);
+  HostMemory host;
+  TrackingAllocator alloc(&host);
+  Groups g = make_local_groups(cpu.get(), c.rank, c.layout.tp, c.layout.dp, c.layout.pp, s.model.tie_embeddings);
+  RankResult r = run_rank(c, *cpu, alloc, g);
+  REQUIRE(r.loss.size() == 2);
+  const Comparison ok = compare(s, c.layout, "cpu", true, {r}, 0.02);
+  CHECK(ok.loss_finite());
+  CHECK(ok.pass());  // the CPU backend measures every category to the byte
+  r.loss[1] = std::nan("");
+  const RankResult back = rank_result_from_json(nlohmann::json::parse(rank_result_json(r).dump()));
+  REQUIRE(back.loss.size() == 2);
+  CHECK(back.loss[0] == r.loss[0]);
+  CHECK(std::isnan(back.loss[1]));
+  const Comparison bad = compare(s, c.layout, "cpu", true, {back}, 0.02);
+  CHECK(bad.max_error == ok.max_error);
+  CHECK_FALSE(bad.loss_finite());
+  CHECK_FALSE(bad.pass());
+  CHECK(comparison_json(bad)["pass"] == false);
+  CHECK(comparison_json(bad)["loss_finite"] == false);
+  CHECK(render_comparison(bad).find("result: FAIL") != std::string::npos);
+  CHECK(render_comparison(bad).find("the loss is not finite") != std::string::npos);
 }

@@ -129,7 +129,8 @@ RankResult rank_result_from_json(const nlohmann::json& j) {
   for (int k = 0; k < kNumCategories; ++k) r.peak_phase[k] = j.at("peak_phase").at(category_name(Category(k)));
   r.total_peak_phase = j.at("peak_phase").at("total");
   r.at_total_peak = breakdown_from(j.at("at_total_peak"));
-  r.loss = j.at("loss").get<std::vector<double>>();
+  r.loss.clear();  // a non-finite loss travels as null (JSON has no NaN)
+  for (const auto& x : j.at("loss")) r.loss.push_back(x.is_null() ? std::nan("") : x.get<double>());
   r.step_seconds = j.at("step_seconds").get<std::vector<double>>();
   const auto& p = j.at("phases_s");
   r.phases = PhaseSeconds{p.at("forward"), p.at("backward"), p.at("optimizer"),
@@ -141,6 +142,10 @@ RankResult rank_result_from_json(const nlohmann::json& j) {
   return r;
 }
 
+bool Comparison::loss_finite() const {
+  return std::all_of(loss.begin(), loss.end(), [](double x) { return std::isfinite(x); });
+}
+
 nlohmann::json comparison_json(const Comparison& c) {
   nlohmann::json j;
   j["layout"] = c.layout;
@@ -149,6 +154,7 @@ nlohmann::json comparison_json(const Comparison& c) {
   j["steps"] = c.steps;
   j["tolerance"] = c.tolerance;
   j["pass"] = c.pass();
+  j["loss_finite"] = c.loss_finite();
   nlohmann::json ranks = nlohmann::json::array();
   for (const RankComparison& r : c.ranks) {
     nlohmann::json x;
@@ -261,8 +267,9 @@ std::string render_comparison(const Comparison& c) {
   if (c.loss.empty()) o += " not seen (an emulated rank off the last stage does not compute it)";
   for (double x : c.loss) o += fmt::format(" {:.4f}", x);
   o += "\n";
-  o += fmt::format("result: {} — max peak error {:.2f}% (tolerance {:.2f}%)\n", c.pass() ? "PASS" : "FAIL",
-                   100 * c.max_error, 100 * c.tolerance);
+  if (!c.loss_finite()) o += "the loss is not finite: the run's arithmetic broke (a NaN or an overflow)\n";
+  o += fmt::format("result: {} — max peak error {:.2f}% (tolerance {:.2f}%){}\n", c.pass() ? "PASS" : "FAIL",
+                   100 * c.max_error, 100 * c.tolerance, c.loss_finite() ? "" : ", loss not finite");
   return o;
 }
 

@@ -51,7 +51,10 @@ struct Comparison {
   std::vector<double> loss;
   double predicted_step_s = 0, measured_step_s = 0;
   StepTime predicted_time;
-  bool pass() const { return max_error <= tolerance; }
+  // Every step's loss is a number: a NaN or infinity means the run's
+  // arithmetic broke, whatever its memory shows.
+  bool loss_finite() const;
+  bool pass() const { return max_error <= tolerance && loss_finite(); }
 };
 
 // The prediction a run is compared with: the spec's, with
