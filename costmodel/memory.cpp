@@ -495,10 +495,20 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
                          c.nccl_comm_mib);
     }, "NVIDIA/nccl@5067397c src/init.cc:810-828, src/include/device.h:26,97-98,114-115 (per-connection buffers)");
     const std::int64_t cublas = std::int64_t(std::llround(c.cublas_workspace_mib * 1024 * 1024));
-    out.add(Category::kRuntime, "cuBLAS workspace (inside the allocator)", cublas,
-            [&] { return fmt::format("cublas_workspace_mib {:g} MiB", c.cublas_workspace_mib); },
-            "pytorch aten/src/ATen/cuda/CublasHandlePool.cpp (32 MiB on sm90 + 1 MiB cuBLASLt, via the caching allocator)");
-    out.in_allocator(cublas);
+    if (prof.cublas_workspace_in_allocator) {
+      out.add(Category::kRuntime, "cuBLAS workspace (inside the allocator)", cublas,
+              [&] { return fmt::format("cublas_workspace_mib {:g} MiB", c.cublas_workspace_mib); },
+              "pytorch aten/src/ATen/cuda/CublasHandlePool.cpp (32 MiB on sm90 + 1 MiB cuBLASLt, via the caching allocator)");
+      out.in_allocator(cublas);
+    } else {
+      out.add(Category::kRuntime, "cuBLAS workspace", cublas,
+              [&] { return fmt::format("cublas_workspace_mib {:g} MiB", c.cublas_workspace_mib); },
+              "validate/gpu/cuda_context.cpp:70-71 (cudaMalloc + cublasSetWorkspace, outside the pool)");
+    }
+    if (prof.runtime_extra_mib > 0)
+      out.add(Category::kRuntime, "the framework's own device buffers",
+              std::int64_t(std::llround(prof.runtime_extra_mib * 1024 * 1024)),
+              [&] { return fmt::format("{:g} MiB", prof.runtime_extra_mib); }, prof.runtime_extra);
   }
   if (l.sp && prof.held_reduce_scatter_inputs_per_layer > 0) {
     // Each layer's row-parallel outputs, full [s, b, h], wait for their

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "costmodel/layout.hpp"
 #include "costmodel/spec.hpp"
 #include "planner/spec_loader.hpp"
+#include "cli_runner.hpp"
 #include "test_helpers.hpp"
 #include "validate/allocator.hpp"
 #include "validate/comm.hpp"
@@ -206,4 +208,33 @@ TEST_CASE("a loss that turns NaN fails validate whatever the memory shows, and s
   CHECK(comparison_json(bad)["loss_finite"] == false);
   CHECK(render_comparison(bad).find("result: FAIL") != std::string::npos);
   CHECK(render_comparison(bad).find("the loss is not finite") != std::string::npos);
+}
+
+TEST_CASE("validate's GPU prediction of runtime: paraplan's own buffers, and no NCCL for an emulated rank",
+          "[validate][memory]") {
+  // nanotron-bench-1b, dp 8, ZeRO-1 on the H200 node file: one communicator (dp) carries traffic.
+  paraplan::test::TempDir dir;
+  std::ofstream(dir.path() / "s.yaml") << "model: " << repo("configs/models/nanotron-bench-1b.yaml")
+                                        << "\ncluster: " << repo("configs/clusters/h200-node.yaml")
+                                        << "\nnum_nodes: 1\ntraining: {seq_length: 4096, global_batch_size: 16, "
+                                           "precision: bf16, grad_dtype: fp32, optimizer: adam, flash_attention: true}\n";
+  const Spec s = load_spec_file((dir.path() / "s.yaml").string());
+  Layout l = parse_layout("dp=8,tp=1,pp=1,zero=1,mbs=1");
+  REQUIRE_FALSE(resolve_layout(s, &l).has_value());
+  const std::int64_t MiB = 1 << 20;
+  // Megatron (PyTorch): context 512 + NCCL 294 + cuBLAS 33 MiB, the cuBLAS workspace inside the allocator.
+  const MemoryBreakdown meg = stage_memory(s, l, 0);
+  CHECK(meg[Category::kRuntime] == (512 + 294 + 33) * MiB);
+  CHECK(meg.runtime_in_allocator == 33 * MiB);
+  // paraplan's executor on a GPU: the same context, NCCL and cuBLAS workspace (its own cudaMalloc,
+  // outside the pool) + its 16 MiB device scratch (validate/gpu/cuda_context.cpp:70-75).
+  const MemoryBreakdown real = stage_memory(prediction_spec(s, false, false), l, 0);
+  CHECK(real[Category::kRuntime] == (512 + 294 + 33 + 16) * MiB);
+  CHECK(real.runtime_in_allocator == 0);
+  // An emulated rank creates no communicator: no NCCL buffers (the H200 measured 641.6 MiB here).
+  const MemoryBreakdown emu = stage_memory(prediction_spec(s, false, true), l, 0);
+  CHECK(emu[Category::kRuntime] == (512 + 33 + 16) * MiB);
+  CHECK(emu[Category::kWeights] == real[Category::kWeights]);
+  // The CPU backend: neither runtime nor fragmentation.
+  CHECK(stage_memory(prediction_spec(s, true, true), l, 0)[Category::kRuntime] == 0);
 }

@@ -14,7 +14,7 @@ bool category_within(std::int64_t predicted, std::int64_t measured) {
   return double(diff) <= kCategoryTolerance * double(predicted);
 }
 
-Spec prediction_spec(const Spec& spec, bool cpu_backend) {
+Spec prediction_spec(const Spec& spec, bool cpu_backend, bool emulated) {
   Spec s = spec;
   // The executor is paraplan's own stack: predict it with its own profile.
   s.training.framework = Framework::kParaplan;
@@ -22,6 +22,7 @@ Spec prediction_spec(const Spec& spec, bool cpu_backend) {
     s.cluster.runtime_overhead_gib = 0;
     s.cluster.fragmentation = 0;
   }
+  if (emulated) s.cluster.nccl_comm_mib = 0;
   s.training.overlap_dp_comm = false;
   return s;
 }
@@ -60,7 +61,7 @@ Comparison compare(const Spec& spec, const Layout& layout, const std::string& ba
   c.backend = backend;
   c.emulated = emulated;
   c.tolerance = tolerance;
-  const Spec ps = prediction_spec(spec, backend == "cpu");
+  const Spec ps = prediction_spec(spec, backend == "cpu", emulated);
   std::sort(results.begin(), results.end(), [](const RankResult& a, const RankResult& b) { return a.rank < b.rank; });
   for (RankResult& r : results) {
     RankComparison rc;

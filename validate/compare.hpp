@@ -61,7 +61,9 @@ struct Comparison {
 //  * runtime and fragmentation 0 on the CPU backend (host memory has neither);
 //  * no DP/ZeRO overlap (training.overlap_dp_comm false): both executors run
 //    every collective on the compute stream, so all of it is on the step's path.
-Spec prediction_spec(const Spec& spec, bool cpu_backend);
+//  * no NCCL buffers for an emulated rank (its collectives are local stand-ins:
+//    it creates no communicator).
+Spec prediction_spec(const Spec& spec, bool cpu_backend, bool emulated = false);
 
 // The time terms of one measured rank (see RankComparison::time_terms).
 std::vector<TimeTerm> time_terms(const Spec& prediction, const Layout& layout, const RankResult& r);

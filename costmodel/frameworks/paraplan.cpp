@@ -20,7 +20,8 @@ void state(const Training& t, const Layout& l, StateBuffers* out) {
 }  // namespace
 
 const Profile& paraplan_profile() {
-  static const Profile p{
+  static const Profile p = [] {
+    Profile p{
       Framework::kParaplan,
       "paraplan",
       "paraplan's own executor (validate): every buffer explicit, grads in grad_dtype, ZeRO as in the paper",
@@ -44,6 +45,13 @@ const Profile& paraplan_profile() {
       0,
       false,
       "validate/params.cpp"};
+    // The GPU backend's own buffers outside its pool (validate/gpu/cuda_context.cpp:70-75):
+    // the cuBLAS workspace (cudaMalloc + cublasSetWorkspace) and a 16 MiB device scratch.
+    p.cublas_workspace_in_allocator = false;
+    p.runtime_extra_mib = 16;
+    p.runtime_extra = "validate/gpu/cuda_context.cpp:75 (device scratch, kScratchBytes)";
+    return p;
+  }();
   return p;
 }
 

@@ -192,6 +192,13 @@ struct Profile {
   // CostSplit) rather than by layer counts; every pp > 1 layout of it does.
   bool cost_balanced_pipeline = false;
   Source cost_balance = "";
+  // Where the cuBLAS workspace comes from: PyTorch's caching allocator (it
+  // shows in allocated and reserved) or a cudaMalloc of the framework's own.
+  bool cublas_workspace_in_allocator = true;
+  // Device memory the framework's process takes outside any allocator
+  // besides the CUDA context, cuBLAS workspace and NCCL buffers, in MiB.
+  double runtime_extra_mib = 0;
+  Source runtime_extra = "";
 };
 
 // What a framework's gradient reduction moves per parameter, in bytes.
