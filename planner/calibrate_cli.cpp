@@ -141,11 +141,11 @@ int local_rank(int rank) {
 // What is being measured, for the progress line: "[k/n] what".
 using Phase = std::function<void(const std::string&)>;
 
-RankSamples measure_compute(Device& dev, MemoryResource& mem, DType precision, bool quick, const Phase& phase,
+RankSamples measure_compute(Backend b, Device& dev, MemoryResource& mem, DType precision, bool quick, const Phase& phase,
                             int phases, Communicator* world = nullptr,
                             const std::function<Groups(int, int)>& groups = {}) {
   RankSamples r;
-  const std::vector<GemmCase> cases = gemm_cases(quick);
+  const std::vector<GemmCase> cases = gemm_cases(quick, b == Backend::kGpu);
   int k = 0;
   const auto say = [&](const std::string& what) {
     if (phase) phase(fmt::format("[{}/{}] {}", ++k, phases, what));
@@ -169,7 +169,7 @@ RankSamples measure_compute(Backend b, DType precision, bool quick) {
   auto dev = make_device(b, 0);
   auto mem = make_memory(b, 0);
   ProgressLine progress("calibrate");
-  RankSamples r = measure_compute(*dev, *mem, precision, quick, [&](const std::string& p) { progress.update(p); },
+  RankSamples r = measure_compute(b, *dev, *mem, precision, quick, [&](const std::string& p) { progress.update(p); },
                                   kComputePhases);
   progress.finish();
   return r;
@@ -320,7 +320,7 @@ int run_worker(CalibrateOptions& o, Backend b, std::ostream& out) {
     const Phase phase = [&](const std::string& p) {
       if (rank == 0 && !o.result_dir.empty()) std::ofstream(o.result_dir + "/progress") << p;
     };
-    mine = measure_compute(*dev, *mem, precision, o.quick, phase, kComputePhases + (world > 1), all.world.get(),
+    mine = measure_compute(b, *dev, *mem, precision, o.quick, phase, kComputePhases + (world > 1), all.world.get(),
                            [&](int tp, int dp) { return make_groups(b, rank, tp, dp, 1, false); });
     mine.collectives = measure_comm(b, *dev, *mem, rank, world, precision, o.quick, phase);
   } catch (const std::exception& e) {

@@ -334,6 +334,27 @@ TEST_CASE("the GEMM sweep holds the test specs' layer shapes and larger ones") {
   CHECK(message_sizes(4 << 10, 64 << 20, 4).size() == 8);  // 4 KiB, 16 KiB, ..., 64 MiB
 }
 
+TEST_CASE("on a GPU the GEMM sweep adds Llama-2-7B's layer at 4096 tokens and large squares") {
+  // Llama-2-7B (configs/models/llama-2-7b.yaml): h 4096, MHA so QKV 3h = 12288, SwiGLU fc1 2 x 11008 = 22016,
+  // fc2 11008 -> 4096; tp 8 splits QKV to 1536 and fc1 to 2752 columns; 4096 tokens per micro-batch.
+  auto has = [](const std::vector<GemmCase>& v, std::int64_t m, std::int64_t n, std::int64_t k) {
+    for (const GemmCase& g : v)
+      if (g.m == m && g.n == n && g.k == k) return true;
+    return false;
+  };
+  const std::vector<GemmCase> gpu = gemm_cases(false, true), cpu = gemm_cases(false);
+  CHECK(has(gpu, 4096, 12288, 4096));   // QKV forward, tp 1
+  CHECK(has(gpu, 12288, 4096, 4096));   // its weight gradient
+  CHECK(has(gpu, 4096, 22016, 4096));   // fc1 forward
+  CHECK(has(gpu, 4096, 4096, 11008));   // fc2 forward
+  CHECK(has(gpu, 4096, 1536, 4096));    // QKV forward, tp 8
+  CHECK(has(gpu, 4096, 2752, 4096));    // fc1 forward, tp 8
+  CHECK(has(gpu, 8192, 8192, 8192));
+  CHECK_FALSE(has(cpu, 4096, 12288, 4096));  // the CPU keeps its small sweep
+  CHECK(gpu.size() > cpu.size());
+  CHECK(has(gemm_cases(true, true), 4096, 4096, 4096));
+}
+
 namespace {
 
 Calibration synthetic_calibration() {

@@ -101,11 +101,14 @@ void add_layer(std::vector<GemmCase>* out, const LayerShape& s, std::int64_t tok
 
 }  // namespace
 
-std::vector<GemmCase> gemm_cases(bool quick) {
+std::vector<GemmCase> gemm_cases(bool quick, bool training_shapes) {
   // The validator's test models (tests/data/validate/gpt-small.yaml, llama-small.yaml).
   static const LayerShape kGpt{"gpt-small", 64, 4, 4, 256, 250, false};
   static const LayerShape kLlama{"llama-small", 64, 4, 2, 96, 253, true};
   static const LayerShape kLarge[] = {{"h256", 256, 4, 4, 1024, 1024, false}};
+  // A GPU's GEMMs at the shapes of real training (configs/models/llama-2-7b.yaml:
+  // hidden 4096, 32 heads, ffn 11008, vocab 32000), a 4096-token micro-batch.
+  static const LayerShape kLlama2_7b{"llama-2-7b", 4096, 32, 32, 11008, 32000, true};
   std::vector<GemmCase> v;
   for (const LayerShape* s : {&kGpt, &kLlama})
     for (std::int64_t tokens : quick ? std::vector<std::int64_t>{64} : std::vector<std::int64_t>{64, 128})
@@ -113,6 +116,11 @@ std::vector<GemmCase> gemm_cases(bool quick) {
   for (const LayerShape& s : kLarge) add_layer(&v, s, quick ? 256 : 512, 1);
   for (std::int64_t n : quick ? std::vector<std::int64_t>{256, 512} : std::vector<std::int64_t>{256, 512, 1024})
     v.push_back({"square " + std::to_string(n), n, n, n, false, false, false});
+  if (training_shapes) {
+    for (int tp : quick ? std::vector<int>{1} : std::vector<int>{1, 2, 8}) add_layer(&v, kLlama2_7b, 4096, tp);
+    for (std::int64_t n : quick ? std::vector<std::int64_t>{4096} : std::vector<std::int64_t>{2048, 4096, 8192})
+      v.push_back({"square " + std::to_string(n), n, n, n, false, false, false});
+  }
   // The same call from two layers is measured once.
   std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t, bool, bool, bool>> seen;
   std::vector<GemmCase> out;

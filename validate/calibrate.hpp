@@ -66,8 +66,10 @@ struct GemmSample {
 // The GEMMs of one transformer layer of the validator's test models
 // (tests/data/validate: gpt-small, llama-small) at the micro-batch sizes of the
 // timing specs, tp 1 and 2, and of larger layers, plus square n^3 GEMMs.
-// quick: fewer of them (for tests).
-std::vector<GemmCase> gemm_cases(bool quick);
+// quick: fewer of them (for tests). training_shapes (a GPU): also Llama-2-7B's
+// layer at a 4096-token micro-batch (tp 1, 2, 8) and squares up to 8192, where
+// a GPU's GEMMs leave the launch-bound regime the small shapes measure.
+std::vector<GemmCase> gemm_cases(bool quick, bool training_shapes = false);
 
 // Times each case on `dev` with buffers from `mem` (every rank of a run calls it
 // at once, as ranks compute at once in a training step).
