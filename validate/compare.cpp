@@ -212,6 +212,10 @@ std::string render_comparison(const Comparison& c) {
   std::string o = fmt::format("validate {} on the {} backend{}, {} rank(s) measured, {} step(s)\n", c.layout,
                               c.backend, c.emulated ? " (emulated rank)" : "", c.ranks.size(), c.steps);
   if (c.backend == "cpu") o += "runtime and fragmentation are 0 on the cpu backend (predicted and measured)\n";
+  if (c.backend == "gpu")
+    o += "step time on the gpu backend times this executor, whose attention and elementwise kernels are reference-grade "
+         "(CUDA cores, one warp per row); the prediction is a tuned stack's (docs/gpu.md)\n";
+  if (c.backend == "gpu" && c.emulated) o += "an emulated rank creates no NCCL communicator: none is predicted\n";
   // Ranks that measured exactly the same as the one before (same stage) share one table.
   for (std::size_t i = 0; i < c.ranks.size(); ++i) {
     const RankComparison& r = c.ranks[i];
