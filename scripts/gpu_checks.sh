@@ -3,7 +3,7 @@
 #   1. gpu_check_kernels: every Device kernel against the CPU reference;
 #   2. gpu_check_nccl: under mpirun with one rank per GPU (2, 4 or 8), else one rank alone;
 #   3. validate --backend gpu --emulate-rank 0 of real-size ranks: a 1B model (dp 8) and
-#      Llama-2-7B (NeMo's dp 4 x tp 2 recipe), two micro-batches per rank, 3 steps;
+#      Llama-2-7B (NeMo's dp 4 x tp 2 recipe, and dp 8 x tp 1), one or two micro-batches per rank, 3 steps;
 #   4. calibrate --backend gpu on one rank (GEMMs at Llama-2-7B's shapes, kernels).
 # Usage: scripts/gpu_checks.sh [BIN_DIR] [OUT_DIR]
 #   BIN_DIR holds paraplan, libparaplan_gpu_module.so, gpu_check_kernels and gpu_check_nccl
@@ -61,6 +61,9 @@ step validate-1b 300 "$paraplan" validate "$(spec nanotron-bench-1b.yaml 16)" --
   --launcher none --layout "dp=8,tp=1,pp=1,zero=1,recompute=none,mbs=1"
 step validate-llama2-7b 400 "$paraplan" validate "$(spec llama-2-7b.yaml 8)" --backend gpu --emulate-rank 0 --steps 3 \
   --launcher none --layout "dp=4,tp=2,pp=1,zero=1,recompute=none,mbs=1"
+# The same model without tensor parallelism: on the H200 the tp=2 rank's loss turned NaN after step 1.
+step validate-llama2-7b-tp1 400 "$paraplan" validate "$(spec llama-2-7b.yaml 8)" --backend gpu --emulate-rank 0 --steps 3 \
+  --launcher none --layout "dp=8,tp=1,pp=1,zero=1,recompute=none,mbs=1"
 # GEMM throughput at training shapes and the memory-bound kernels on one GPU (docs/calibration.md).
 mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1)
 step calibrate 400 "$paraplan" calibrate --backend gpu --ranks 1 --launcher none --memory-gib "$(( ${mib:-81920} / 1024 ))" \
