@@ -18,7 +18,7 @@ std::int64_t tensor_bytes(const SavedTensor& t, const ActShape& a) {
   const bool split = t.shard == Shard::kTp || (t.shard == Shard::kSp && a.sp);
   // Exact: heads, kv heads and ffn divide tp; with SP the sequence does.
   const std::int64_t b = split ? elems * per_elem / a.tp : elems * per_elem;
-  return t.expert_rows && a.expert_load != 1.0 ? std::int64_t(std::llround(double(b) * a.expert_load)) : b;
+  return t.expert_rows ? at_expert_load(b, a) : b;
 }
 
 namespace {
@@ -289,7 +289,7 @@ TransientPeak layer_transient_peak(const Model& m, bool flash, Recompute r, cons
     const std::int64_t k = m.experts_per_token, f = m.moe_ffn_hidden_size, fin = m.gated() ? 2 * f : f;
     const std::int64_t rows = sb * k / (a.sp ? tp : 1);  // the rank's dispatched token copies
     // What the busiest expert rank receives: x expert_load (its sent copies, P, stay the mean).
-    auto load = [&](std::int64_t x) { return std::int64_t(std::llround(double(x) * a.expert_load)); };
+    auto load = [&](std::int64_t x) { return at_expert_load(x, a); };
     const std::int64_t P = rows * m.hidden_size * e, Pg = load(P * a.etp);
     const std::int64_t Gk = load(rows * f * e), Uk = load(rows * fin * e);
     if (a.etp > 1) at(dres_if_recompute + R + Pg + 2 * Pg + 2 * P, "forward: expert output, its fp32 copy and the reduce-scatter output");

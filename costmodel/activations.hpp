@@ -6,6 +6,7 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 
 #include "costmodel/frameworks/profile.hpp"
@@ -60,6 +61,12 @@ struct ActShape {
   // (Training::moe_expert_load); 1 = perfectly balanced.
   double expert_load = 1.0;
 };
+
+// Bytes sized by the tokens routed to an expert rank, on the busiest one:
+// x ActShape::expert_load, rounded to the byte.
+inline std::int64_t at_expert_load(std::int64_t bytes, const ActShape& a) {
+  return a.expert_load == 1.0 ? bytes : std::int64_t(std::llround(double(bytes) * a.expert_load));
+}
 
 // Bytes of one saved tensor for one micro-batch on one tp rank.
 std::int64_t tensor_bytes(const SavedTensor& t, const ActShape& a);

@@ -235,7 +235,9 @@ struct Training {
   // Megatron --moe-expert-capacity-factor (0: dropless, the default): an
   // expert keeps at most capacity x its mean share of tokens and drops the
   // rest; with --moe-pad-expert-input-to-capacity every expert's input is
-  // padded to exactly that (token_dispatcher.py drop_and_pad).
+  // padded to exactly that. NVIDIA/Megatron-LM@d98e8a64 moe/router.py:793-801
+  // (apply_router_token_dropping), moe_utils.py:248-265 (capacity = ceil(tokens /
+  // experts x factor)), token_dispatcher.py:446 (drop_and_pad).
   double moe_capacity_factor = 0;
   bool moe_pad_to_capacity = false;
   // The busiest expert rank's rows over the balanced mean, what the expert
