@@ -175,8 +175,12 @@ struct Cluster {
   double inter_comm_efficiency = 0.94;
   // The best model-FLOPs utilization published for this GPU in real training
   // (cluster key best_published_mfu, with its source); a prediction above it
-  // carries a warning. 0 = not given.
+  // carries a warning. 0 = not given. FP8 training (Training::fp8) is held
+  // to best_published_mfu_fp8 instead, still counted against the BF16 peak
+  // (as Megatron-LM and NeMo report FP8 runs); without it an FP8 prediction
+  // carries no MFU warning.
   double best_published_mfu = 0;
+  double best_published_mfu_fp8 = 0;
 };
 
 struct Training {
@@ -218,6 +222,9 @@ struct Training {
   // --no-gradient-accumulation-fusion): the weight-gradient GEMM accumulates
   // into the fp32 main_grad; off, a separate add pass follows every backward.
   bool gradient_accumulation_fusion = true;
+  // Megatron --cross-entropy-loss-fusion: the vocab-parallel cross-entropy in
+  // fused kernels (fewer passes over the fp32 logits; same tensors kept).
+  bool cross_entropy_fusion = false;
   // Megatron --tp-comm-overlap (Transformer Engine userbuffers, needs SP):
   // every TP all-gather and reduce-scatter pipelined with the GEMM beside it.
   bool tp_comm_overlap = false;

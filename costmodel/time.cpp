@@ -281,7 +281,7 @@ double output_head_forward_time(const Model& m, const Training& t, const Layout&
 }
 double loss_forward_time(const Model& m, const Training& t, const Layout& l, const Cluster& c) {
   const double vocab = double((m.vocab_size + l.tp - 1) / l.tp);
-  return memory_bound_time(tokens(t, l) * vocab * ce_bytes_per_logit(t, profile(t.framework).time.ce_fp32_passes_forward), c);
+  return memory_bound_time(tokens(t, l) * vocab * ce_bytes_per_logit(t, profile(t.framework).time.ce_forward(t.cross_entropy_fusion)), c);
 }
 
 // Their backward: the norm's 2x bytes and the logits GEMM's input- and
@@ -295,7 +295,7 @@ double output_head_backward_time(const Model& m, const Training& t, const Layout
 }
 double loss_backward_time(const Model& m, const Training& t, const Layout& l, const Cluster& c) {
   const double vocab = double((m.vocab_size + l.tp - 1) / l.tp);
-  return memory_bound_time(tokens(t, l) * vocab * ce_bytes_per_logit(t, profile(t.framework).time.ce_fp32_passes_backward), c);
+  return memory_bound_time(tokens(t, l) * vocab * ce_bytes_per_logit(t, profile(t.framework).time.ce_backward(t.cross_entropy_fusion)), c);
 }
 
 // One TP all-reduce of the s·b·h activations, or with SP its all-gather +
@@ -696,10 +696,10 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
   }
   if (holds_loss) {
     block("cross-entropy", loss_forward_time(m, t, l, c), loss_backward_time(m, t, l, c), [&] {
+      const int f = tv.ce_forward(t.cross_entropy_fusion), b = tv.ce_backward(t.cross_entropy_fusion);
       return fmt::format("{} + {} B per logit (the fp32 cast and {} + {} fp32 passes) x s/cp x b x vocab/tp",
-                         ce_bytes_per_logit(t, tv.ce_fp32_passes_forward), ce_bytes_per_logit(t, tv.ce_fp32_passes_backward),
-                         tv.ce_fp32_passes_forward, tv.ce_fp32_passes_backward);
-    }, tv.ce);
+                         ce_bytes_per_logit(t, f), ce_bytes_per_logit(t, b), f, b);
+    }, tv.ce_source(t.cross_entropy_fusion));
   }
   // Gradient accumulation as its own pass after the backward (nanotron's fp32
   // accumulator), over the stage's parameters.
@@ -865,7 +865,11 @@ StepTime estimate_time(const Spec& s, const Layout& l) {
 
   r.tp_nodes = g.tp.nodes;
   r.layer_forward_s = layer.forward.total;
-  r.best_published_mfu = s.cluster.best_published_mfu;
+  // The cap of the run's precision: FP8 GEMMs run at twice the BF16 peak, so
+  // an FP8 run is held to the best published FP8 figure (MFU still against
+  // the BF16 peak), not to the BF16 one.
+  r.fp8 = t.fp8 && s.cluster.gpu.peak_tflops_fp8 > 0;
+  r.best_published_mfu = r.fp8 ? s.cluster.best_published_mfu_fp8 : s.cluster.best_published_mfu;
   if (r.tp_nodes > 1) r.warnings |= StepTime::kWarnTpAcrossNodes;
   if (s.model.num_layers > 0 && r.layer_forward_s < kSmallLayerForwardS) r.warnings |= StepTime::kWarnSmallWork;
   if (r.best_published_mfu > 0 && r.mfu > r.best_published_mfu) r.warnings |= StepTime::kWarnMfuAboveBest;
@@ -883,9 +887,10 @@ std::vector<std::string> warning_messages(const StepTime& t) {
                             "and framework overhead, which the model does not price, dominate work this small",
                             t.layer_forward_s * 1e6, kSmallLayerForwardS * 1e6));
   if (t.warnings & StepTime::kWarnMfuAboveBest)
-    w.push_back(fmt::format("predicted MFU {:.1f}% is above the best published for this GPU ({:.1f}%, the cluster's "
-                            "best_published_mfu): the time model is optimistic here",
-                            100 * t.mfu, 100 * t.best_published_mfu));
+    w.push_back(fmt::format("predicted MFU {:.1f}% is above the best published for this GPU{} ({:.1f}%, the cluster's "
+                            "{}): the time model is optimistic here",
+                            100 * t.mfu, t.fp8 ? " in FP8" : "", 100 * t.best_published_mfu,
+                            t.fp8 ? "best_published_mfu_fp8" : "best_published_mfu"));
   return w;
 }
 

@@ -56,7 +56,8 @@ struct StepTime {
   unsigned warnings = 0;
   int tp_nodes = 1;              // nodes one tp group spans
   double layer_forward_s = 0;    // one layer's forward per micro-batch on one GPU
-  double best_published_mfu = 0; // the cluster's, 0 = not given
+  double best_published_mfu = 0; // the cluster's for the run's precision, 0 = not given
+  bool fp8 = false;              // FP8 training: best_published_mfu is the cluster's best_published_mfu_fp8
 };
 
 // A layer forward per micro-batch shorter than this is dominated by what the

@@ -127,6 +127,7 @@ Emitted emit_launch(EmitTarget t, const Spec& s, const Layout& l) {
     if (tr.tp_comm_overlap && l.sp) o += " --tp-comm-overlap";
     o += tr.flash_attention ? " --attention-backend flash" : " --attention-backend unfused";
     if (!tr.gradient_accumulation_fusion) o += " --no-gradient-accumulation-fusion";
+    if (tr.cross_entropy_fusion) o += " --cross-entropy-loss-fusion";
     e.text = o + "\n";
     e.notes.push_back(fmt::format("launch on {} GPUs: Megatron-LM derives dp = GPUs / (tp x pp x cp) = {}", gpus, l.dp));
     return e;

@@ -88,7 +88,7 @@ constexpr const char* kReadMegatronFlags[] = {
     "--moe-ffn-hidden-size", "--moe-expert-capacity-factor", "--moe-pad-expert-input-to-capacity", "--fp8-format", "--fp8-param-gather", "--fp8-recipe", "--fp8-amax-history-len", "--num-layers", "--hidden-size",
     "--num-attention-heads", "--ffn-hidden-size", "--num-query-groups", "--swiglu",
     "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--add-qkv-bias", "--normalization",
-    "--position-embedding-type", "--no-gradient-accumulation-fusion", "--tp-comm-overlap", "--use-megatron-fsdp",
+    "--position-embedding-type", "--no-gradient-accumulation-fusion", "--cross-entropy-loss-fusion", "--tp-comm-overlap", "--use-megatron-fsdp",
     "--data-parallel-sharding-strategy"};
 
 bool is_read_flag(const std::string& f) {
@@ -262,6 +262,7 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
       else fail(src, flag, "expected flash, fused, unfused, local or auto, got '" + v + "'");
     } else if (flag == "--use-flash-attn") spec->training.flash_attention = true;
     else if (flag == "--no-gradient-accumulation-fusion") spec->training.gradient_accumulation_fusion = false;
+    else if (flag == "--cross-entropy-loss-fusion") spec->training.cross_entropy_fusion = true;
     else if (flag == "--tp-comm-overlap") tp_comm_overlap = true;
     else if (flag == "--use-megatron-fsdp") megatron_fsdp = true;
     else if (flag == "--data-parallel-sharding-strategy") {

@@ -187,6 +187,7 @@ Cluster cluster_from_yaml(const YAML::Node& node, const std::string& file,
                     {"name", "source", "gpu", "gpus_per_node", "intra_node", "inter_node",
                      "runtime_overhead_gib", "fragmentation", "gemm_efficiency",
                      "hbm_efficiency", "attention_efficiency", "optimizer_efficiency", "best_published_mfu",
+                     "best_published_mfu_fp8",
                      "cuda_context_gib", "cublas_workspace_mib", "nccl_comm_mib"});
   Cluster c;
   c.name = r.get_string("name");
@@ -246,6 +247,8 @@ Cluster cluster_from_yaml(const YAML::Node& node, const std::string& file,
   if (r.has("attention_efficiency")) c.attention_efficiency = r.get_number("attention_efficiency", 1e-6, 1.0, true);
   if (r.has("optimizer_efficiency")) c.optimizer_efficiency = r.get_number("optimizer_efficiency", 1e-6, 1.0, true);
   if (r.has("best_published_mfu")) c.best_published_mfu = r.get_number("best_published_mfu", 1e-6, 1.0, true);
+  if (r.has("best_published_mfu_fp8"))
+    c.best_published_mfu_fp8 = r.get_number("best_published_mfu_fp8", 1e-6, 2.0, true);
   // Not given: modelled from the parts below (costmodel/memory.cpp).
   if (r.has("runtime_overhead_gib")) c.runtime_overhead_gib = r.get_number("runtime_overhead_gib", 0, 1e6, true);
   if (r.has("fragmentation")) c.fragmentation = r.get_number("fragmentation", 0, 1, false);
@@ -273,7 +276,7 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
                     {"seq_length", "global_batch_size", "precision", "grad_dtype", "optimizer",
                      "optimizer_state_bytes", "flash_attention", "grad_bucket_params",
                      "overlap_dp_comm", "framework", "fp8", "fp8_param_gather", "pipeline_scatter_gather",
-                     "gradient_accumulation_fusion", "tp_comm_overlap", "grad_reduce_dtype", "moe_load_imbalance", "moe_capacity_factor",
+                     "gradient_accumulation_fusion", "cross_entropy_fusion", "tp_comm_overlap", "grad_reduce_dtype", "moe_load_imbalance", "moe_capacity_factor",
                      "moe_pad_to_capacity"});
   t->framework = Framework(r.opt_choice("framework", int(Framework::kMegatron),
                                         {"megatron", "deepspeed", "fsdp", "nanotron", "paraplan"}));
@@ -306,6 +309,7 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
   if (t->fp8 && t->precision == DType::kFp32) r.fail("fp8", "FP8 training runs with bf16 or fp16 precision");
   t->pipeline_scatter_gather = r.opt_bool("pipeline_scatter_gather", false);
   t->gradient_accumulation_fusion = r.opt_bool("gradient_accumulation_fusion", true);
+  t->cross_entropy_fusion = r.opt_bool("cross_entropy_fusion", false);
   t->tp_comm_overlap = r.opt_bool("tp_comm_overlap", false);
   t->moe_load_imbalance = r.opt_number("moe_load_imbalance", t->moe_load_imbalance, 1.0, 64.0, true);
   t->moe_capacity_factor = r.opt_number("moe_capacity_factor", 0.0, 0.0, 64.0, true);

@@ -436,6 +436,27 @@ TEST_CASE("Gradient reduction in the framework's dtype: Megatron fp32 unless --g
   CHECK(estimate_time(s, z2).dp_comm_total_s > estimate_time(p, z2).dp_comm_total_s);
 }
 
+TEST_CASE("Megatron's --cross-entropy-loss-fusion: 4 + 0 fp32 passes over the logits instead of 8 + 2", "[time][frameworks]") {
+  Spec s = spec(1, 16);
+  s.training.framework = Framework::kMegatron;
+  const Layout l = resolved(s, "tp=8,pp=1,mbs=2");
+  REQUIRE(l.dp == 1);
+  const StepTime unfused = estimate_time(s, l);
+  s.training.cross_entropy_fusion = true;
+  const StepTime fused = estimate_time(s, l);
+  // Per logit: forward (2 + 4) + 8 x 4 = 38 B unfused, (2 + 4) + 4 x 4 = 22 B
+  // fused; backward (4 + 2) + 2 x 4 = 14 B unfused, 6 B fused: 24 B saved per
+  // logit of the rank's vocab shard, at 3350 GB/s x 0.8, for 8 micro-batches
+  // of 2 x 4096 tokens over 32000 / 8 logits each.
+  const double saved = 8 * (2.0 * 4096) * (32000 / 8) * 24 / (3350e9 * 0.8);
+  CHECK(unfused.step_s - fused.step_s == Approx(saved).epsilon(1e-9));
+  // Frameworks without a fused variant ignore the key.
+  s.training.framework = Framework::kNanotron;
+  const double nano_fused = estimate_time(s, l).step_s;
+  s.training.cross_entropy_fusion = false;
+  CHECK(estimate_time(s, l).step_s == nano_fused);
+}
+
 TEST_CASE("Pipeline sends: s*b*h/tp bytes per boundary per micro-batch with SP or Megatron's scatter-gather, "
           "whole without (issue 15)",
           "[time]") {
@@ -547,6 +568,23 @@ TEST_CASE("Time warnings: tp across nodes, work too small to price, MFU above th
   const StepTime high = estimate_time(s, ok);
   CHECK(high.warnings == StepTime::kWarnMfuAboveBest);
   CHECK(warning_messages(high)[0].find("best published") != std::string::npos);
+  // FP8 training is held to the cluster's FP8 figure, not the BF16 one: the
+  // same layout in FP8 under the 5% BF16 cap carries no warning while the
+  // cluster publishes no FP8 figure, and one above a 5% FP8 figure does.
+  Spec f = s;
+  f.training.fp8 = true;
+  const StepTime fp8_no_figure = estimate_time(f, ok);
+  CHECK(fp8_no_figure.mfu > 0.05);
+  CHECK(fp8_no_figure.warnings == 0);
+  f.cluster.best_published_mfu_fp8 = 0.05;
+  const StepTime fp8_high = estimate_time(f, ok);
+  CHECK(fp8_high.warnings == StepTime::kWarnMfuAboveBest);
+  REQUIRE(warning_messages(fp8_high).size() == 1);
+  CHECK(warning_messages(fp8_high)[0].find("in FP8 (5.0%, the cluster's best_published_mfu_fp8)") != std::string::npos);
+  // A BF16 run ignores the FP8 figure.
+  s.cluster.best_published_mfu = 0;
+  s.cluster.best_published_mfu_fp8 = 0.05;
+  CHECK(estimate_time(s, ok).warnings == 0);
   // A tiny model: a 64-wide layer on 128 tokens runs in a few microseconds.
   Spec tiny = spec(1, 8);
   Model& m = tiny.model;

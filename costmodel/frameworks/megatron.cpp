@@ -81,7 +81,20 @@ const Profile& megatron_profile() {
                   "(backward: gather_along_first_dim(ln_out, async_op=True) before the dgrad GEMM), :898-910 "
                   "(dgrad reduce_scatter / allreduce async_op=True, waited after the wgrad GEMM); linear.py:1120-1132",
                   false,
-                  "Transformer Engine's forward gathers before the GEMM unless --tp-comm-overlap (userbuffers)"}};
+                  "Transformer Engine's forward gathers before the GEMM unless --tp-comm-overlap (userbuffers)",
+                  0, 0, 0, "",
+                  // --cross-entropy-loss-fusion (native, the default impl): four jit-fused
+                  // kernels. The cast kernel also takes the max (read bf16, write fp32: the
+                  // cast term only); subtract-exp-sum reads and writes the fp32 logits once
+                  // (2 passes); the normalising div_ once more (2). Backward: the gradient is
+                  // computed from the saved softmax and written in bf16 in one kernel
+                  // (read 4 B, write 2 B: the cast term only).
+                  4, 0,
+                  MCORE "megatron/core/models/common/language_module/language_module.py:173,197-198 "
+                        "(--cross-entropy-loss-fusion, impl native: model_parallel_config.py:325); "
+                        "fusions/fused_cross_entropy.py:12-22 (.float() + max in one kernel), :25-44 (-= max, exp, "
+                        "sum: read + write), :47-60 (div_: read + write) = 4 fp32 passes; backward :64-82 "
+                        "(gradient from the saved softmax written as bf16) = the cast's gradient only"}};
   return p;
 }
 

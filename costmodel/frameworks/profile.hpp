@@ -136,6 +136,15 @@ struct TimeVariant {
   // moves twice as much, as for every memory-bound op.
   double layer_copies_q = 0, layer_copies_kv = 0, layer_copies_ffn = 0;
   Source layer_copies = "";
+  // The cross-entropy's passes where the framework fuses it
+  // (Training::cross_entropy_fusion; -1: no fused variant, the passes above).
+  int fused_ce_fp32_passes_forward = -1;
+  int fused_ce_fp32_passes_backward = -1;
+  Source fused_ce = "";
+  // The passes and their source for a run.
+  int ce_forward(bool fusion) const { return fusion && fused_ce_fp32_passes_forward >= 0 ? fused_ce_fp32_passes_forward : ce_fp32_passes_forward; }
+  int ce_backward(bool fusion) const { return fusion && fused_ce_fp32_passes_backward >= 0 ? fused_ce_fp32_passes_backward : ce_fp32_passes_backward; }
+  Source ce_source(bool fusion) const { return fusion && fused_ce_fp32_passes_forward >= 0 ? fused_ce : ce; }
 };
 
 struct Profile {

@@ -82,6 +82,8 @@ void cluster_map(YAML::Emitter& e, const Cluster& c) {
   if (c.attention_efficiency > 0) e << YAML::Key << "attention_efficiency" << YAML::Value << c.attention_efficiency;
   if (c.optimizer_efficiency > 0) e << YAML::Key << "optimizer_efficiency" << YAML::Value << c.optimizer_efficiency;
   if (c.best_published_mfu > 0) e << YAML::Key << "best_published_mfu" << YAML::Value << c.best_published_mfu;
+  if (c.best_published_mfu_fp8 > 0)
+    e << YAML::Key << "best_published_mfu_fp8" << YAML::Value << c.best_published_mfu_fp8;
   e << YAML::EndMap;
 }
 
@@ -122,6 +124,7 @@ std::string spec_to_yaml(const Spec& s) {
   if (t.fp8_param_gather) e << YAML::Key << "fp8_param_gather" << YAML::Value << true;
   if (t.pipeline_scatter_gather) e << YAML::Key << "pipeline_scatter_gather" << YAML::Value << true;
   if (!t.gradient_accumulation_fusion) e << YAML::Key << "gradient_accumulation_fusion" << YAML::Value << false;
+  if (t.cross_entropy_fusion) e << YAML::Key << "cross_entropy_fusion" << YAML::Value << true;
   if (t.tp_comm_overlap) e << YAML::Key << "tp_comm_overlap" << YAML::Value << true;
   if (t.grad_reduce_dtype_given) e << YAML::Key << "grad_reduce_dtype" << YAML::Value << dtype_name(t.grad_reduce_dtype);
   e << YAML::EndMap;
