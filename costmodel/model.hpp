@@ -204,6 +204,10 @@ struct Training {
   // --overlap-param-gather, DeepSpeed prefetch). false: it all adds to the step
   // (plain PyTorch DDP without buckets, or paraplan's own executors).
   bool overlap_dp_comm = true;
+  // With overlap_dp_comm, ZeRO-1/2's parameter all-gather after the optimizer
+  // step also runs beside the next forward where the framework can do so
+  // (Megatron --overlap-param-gather; TimeVariant::param_gather_overlaps_forward).
+  bool overlap_param_gather = true;
   // FP8 training with Transformer Engine (Megatron --fp8-format): the linear
   // layers' GEMMs in FP8, their saved inputs in 1 byte, FP8 weight workspaces.
   bool fp8 = false;

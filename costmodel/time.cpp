@@ -512,7 +512,8 @@ bool reduces_every_microbatch(const Layout& l) { return l.zero >= 2 && l.dp_cp()
 // src/nanotron/optim/gradient_accumulator.py:333-392; DeepSpeed overlap_comm,
 // deepspeedai/DeepSpeed@edaa7221 deepspeed/runtime/zero/config.py:138), the last bucket after it
 // (bucketed_exposed); the ZeRO-1/2 parameter all-gather's buckets beside the
-// next step's first forward (--overlap-param-gather), the first before it.
+// next step's first forward (--overlap-param-gather), the first before it, where
+// the framework does so (TimeVariant::param_gather_overlaps_forward).
 // Without overlap all of it. ZeRO-3's gathers and ZeRO-2/3's reductions are
 // per micro-batch (dp_exposed_per_microbatch_time).
 double dp_exposed_tail_time(const Spec& s, const Layout& l, const GroupPlacement& g, double params,
@@ -521,7 +522,12 @@ double dp_exposed_tail_time(const Spec& s, const Layout& l, const GroupPlacement
   const double gather = (l.zero == 1 || l.zero == 2) ? dp_param_gather_time(s, l, g, params) : 0;
   if (!s.training.overlap_dp_comm) return reduce + gather;
   const double n = bucket_count(s.training, params);
-  return bucketed_exposed(reduce, n, mb.backward_s) + bucketed_exposed(gather, n, mb.forward_s);
+  // The gather beside the next forward only where the framework runs it there
+  // (Megatron --overlap-param-gather); DeepSpeed and nanotron gather whole
+  // after the step (TimeVariant::param_gather_overlaps_forward).
+  const bool gather_overlaps =
+      profile(s.training.framework).time.param_gather_overlaps_forward && s.training.overlap_param_gather;
+  return bucketed_exposed(reduce, n, mb.backward_s) + (gather_overlaps ? bucketed_exposed(gather, n, mb.forward_s) : gather);
 }
 
 // ZeRO-2/3 per micro-batch: its gradient reduce-scatter, overlapped with its

@@ -123,7 +123,8 @@ Emitted emit_launch(EmitTarget t, const Spec& s, const Layout& l) {
     if (tr.grad_dtype_given && tr.grad_dtype == DType::kBf16 && tr.precision == DType::kBf16) o += " --grad-reduce-in-bf16";
     if (tr.fp8) o += " --fp8-format hybrid";
     if (tr.fp8_param_gather) o += " --fp8-param-gather";
-    if (tr.overlap_dp_comm && l.dp_cp() > 1) o += l.zero >= 1 ? " --overlap-grad-reduce --overlap-param-gather" : " --overlap-grad-reduce";
+    if (tr.overlap_dp_comm && l.dp_cp() > 1)
+      o += l.zero >= 1 && tr.overlap_param_gather ? " --overlap-grad-reduce --overlap-param-gather" : " --overlap-grad-reduce";
     if (tr.tp_comm_overlap && l.sp) o += " --tp-comm-overlap";
     o += tr.flash_attention ? " --attention-backend flash" : " --attention-backend unfused";
     if (!tr.gradient_accumulation_fusion) o += " --no-gradient-accumulation-fusion";

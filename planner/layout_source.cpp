@@ -150,7 +150,8 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
   int vpp_layers = 0;
   bool embedding_in_split = false, loss_in_split = false;
   bool full_granularity = false, method_given = false, num_layers_given = false, legacy_checkpoint = false;
-  bool grad_reduce_bf16 = false, overlap_grad_reduce = false, fp8_param_gather = false, tp_comm_overlap = false;
+  bool grad_reduce_bf16 = false, overlap_grad_reduce = false, fp8_param_gather = false, tp_comm_overlap = false,
+       overlap_param_gather = false;
   bool megatron_fsdp = false;
   int fsdp_zero = 3;  // --data-parallel-sharding-strategy's default optim_grads_params (arguments.py:3190)
   for (size_t i = 0; i < args.size(); ++i) {
@@ -250,9 +251,8 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
     else if (flag == "--seq-length") spec->training.seq_length = capped_int(src, flag, val(), kMaxSeq);
     else if (flag == "--grad-reduce-in-bf16") grad_reduce_bf16 = true;
     else if (flag == "--overlap-grad-reduce") overlap_grad_reduce = true;
-    else if (flag == "--overlap-param-gather") {
-      // Needs --overlap-grad-reduce in Megatron; the time model has one overlap switch.
-    } else if (flag == "--attention-backend") {
+    else if (flag == "--overlap-param-gather") overlap_param_gather = true;  // needs --overlap-grad-reduce in Megatron
+    else if (flag == "--attention-backend") {
       // NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/enums.py:51-58:
       // flash and fused (cuDNN) keep no s x s scores; auto picks one of them
       // on Hopper/Ampere; unfused and local materialise the scores.
@@ -345,6 +345,9 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
   else spec->training.grad_dtype = DType::kFp32;
   spec->training.grad_dtype_given = true;
   spec->training.overlap_dp_comm = overlap_grad_reduce;
+  // Without --overlap-param-gather the distributed optimizer gathers the
+  // updated parameters synchronously after the step (distrib_optimizer.py:3175-3177).
+  spec->training.overlap_param_gather = overlap_param_gather;
   // Megatron-FSDP (v1 also turns on the distributed optimizer, arguments.py:1118-1135): the sharding strategy
   // decides the ZeRO stage; the strategy flag alone does nothing.
   if (megatron_fsdp) d.l.zero = fsdp_zero, d.set.zero = true;

@@ -275,7 +275,7 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
   const MapReader r(top.has("training") ? top.child("training") : YAML::Node(YAML::NodeType::Map), file, "training.",
                     {"seq_length", "global_batch_size", "precision", "grad_dtype", "optimizer",
                      "optimizer_state_bytes", "flash_attention", "grad_bucket_params",
-                     "overlap_dp_comm", "framework", "fp8", "fp8_param_gather", "pipeline_scatter_gather",
+                     "overlap_dp_comm", "overlap_param_gather", "framework", "fp8", "fp8_param_gather", "pipeline_scatter_gather",
                      "gradient_accumulation_fusion", "cross_entropy_fusion", "tp_comm_overlap", "grad_reduce_dtype", "moe_load_imbalance", "moe_capacity_factor",
                      "moe_pad_to_capacity"});
   t->framework = Framework(r.opt_choice("framework", int(Framework::kMegatron),
@@ -303,6 +303,7 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
   t->grad_bucket_params_given = r.has("grad_bucket_params");
   t->grad_bucket_params = r.opt_int("grad_bucket_params", t->grad_bucket_params, 1);
   t->overlap_dp_comm = r.opt_bool("overlap_dp_comm", true);
+  t->overlap_param_gather = r.opt_bool("overlap_param_gather", true);
   t->fp8 = r.opt_bool("fp8", false);
   t->fp8_param_gather = r.opt_bool("fp8_param_gather", false);
   if (t->fp8_param_gather && !t->fp8) r.fail("fp8_param_gather", "needs fp8: true");

@@ -449,7 +449,7 @@ TEST_CASE("explain and check take --seq-length and --global-batch-size, as Megat
                                  "128", "--layout", "tp=8,cp=16,pp=16,sp=1,zero=1,recompute=full,mbs=1,first_stage_layers=7,last_stage_layers=7"},
                                 dir.path());
   const Result b = run_paraplan({"check", spec, "--format", "json", "--layout", "tp=8,cp=16,pp=16,sp=1,zero=1,recompute=full,mbs=1,first_stage_layers=7,last_stage_layers=7",
-                                 "--megatron-args", "--seq-length 131072 --global-batch-size 128 --overlap-grad-reduce"},
+                                 "--megatron-args", "--seq-length 131072 --global-batch-size 128 --overlap-grad-reduce --overlap-param-gather"},
                                 dir.path());
   INFO(a.err << b.err);
   REQUIRE(a.code == 0);
@@ -766,7 +766,7 @@ TEST_CASE("Megatron-LM arguments give the same report as the equivalent --layout
   };
   const Equiv cases[] = {
       {"--tensor-model-parallel-size 2 --pipeline-model-parallel-size 1 --use-distributed-optimizer "
-       "--micro-batch-size 1 --overlap-grad-reduce",
+       "--micro-batch-size 1 --overlap-grad-reduce --overlap-param-gather",
        "tp=2,pp=1,zero=1,mbs=1"},
       // Every other Megatron flag is ignored; model-shape flags that match are accepted.
       {"--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --ffn-hidden-size 11008 --lr 3e-4 "
@@ -788,6 +788,14 @@ TEST_CASE("Megatron-LM arguments give the same report as the equivalent --layout
     CHECK(m.at("peak_memory_bytes") == l.at("peak_memory_bytes"));
     CHECK(m == l);
   }
+  // Without --overlap-param-gather the distributed optimizer gathers the
+  // parameters after the step (Megatron's default): the same memory, more exposed DP time.
+  const json sync = run_json({}, {"check", kLlama2Example, "--format", "json", "--megatron-args",
+                                  "--tensor-model-parallel-size 2 --use-distributed-optimizer --micro-batch-size 1 "
+                                  "--overlap-grad-reduce"});
+  const json over = run_json({}, {"check", kLlama2Example, "--format", "json", "--layout", "tp=2,pp=1,zero=1,mbs=1"});
+  CHECK(sync.at("peak_memory_bytes") == over.at("peak_memory_bytes"));
+  CHECK(sync.at("time").at("dp_comm_s").get<double>() > over.at("time").at("dp_comm_s").get<double>());
 }
 
 TEST_CASE("a DeepSpeed config sets ZeRO stage and micro-batch", "[cli][deepspeed]") {

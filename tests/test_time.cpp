@@ -436,6 +436,32 @@ TEST_CASE("Gradient reduction in the framework's dtype: Megatron fp32 unless --g
   CHECK(estimate_time(s, z2).dp_comm_total_s > estimate_time(p, z2).dp_comm_total_s);
 }
 
+TEST_CASE("ZeRO-1's parameter all-gather: beside the next forward in Megatron with --overlap-param-gather, "
+          "whole after the step in DeepSpeed and nanotron (issue 15)",
+          "[time][frameworks]") {
+  Spec s = spec(1, 64);
+  s.training.framework = Framework::kMegatron;
+  const Layout l = resolved(s, "dp=8,tp=1,pp=1,zero=1,mbs=1");
+  // The gather's bandwidth term alone, by hand: each rank receives 7/8 of the
+  // 2-byte weights over NVLink at 450 GB/s x 0.82 (latency on top).
+  const double gather_floor = 7.0 / 8 * 2 * double(total_params(s.model)) / (450e9 * 0.82);
+  const double overlapped = estimate_time(s, l).dp_comm_s;
+  CHECK(overlapped < 0.5 * gather_floor);  // only the first bucket waits
+  s.training.overlap_param_gather = false;  // Megatron without --overlap-param-gather
+  const double megatron_sync = estimate_time(s, l).dp_comm_s;
+  CHECK(megatron_sync >= gather_floor);
+  CHECK(megatron_sync - overlapped > 0.5 * gather_floor);
+  // DeepSpeed and nanotron gather after the step whatever the overlap settings.
+  s.training.overlap_param_gather = true;
+  for (Framework f : {Framework::kDeepSpeed, Framework::kNanotron}) {
+    s.training.framework = f;
+    const StepTime t = estimate_time(s, l);
+    INFO(int(f));
+    CHECK(t.dp_comm_s >= gather_floor);
+    CHECK(t.dp_comm_s <= t.dp_comm_total_s + 1e-12);
+  }
+}
+
 TEST_CASE("Megatron's --cross-entropy-loss-fusion: 4 + 0 fp32 passes over the logits instead of 8 + 2", "[time][frameworks]") {
   Spec s = spec(1, 16);
   s.training.framework = Framework::kMegatron;

@@ -53,7 +53,7 @@ void state(const Training& t, const Layout& l, StateBuffers* out) {
 }  // namespace
 
 const Profile& deepspeed_profile() {
-  static const Profile p{
+  static const Profile p = with_post_step_param_gather(Profile{
       Framework::kDeepSpeed,
       "deepspeed",
       "DeepSpeed ZeRO 0-3 with bf16 (default wrappers), an unfused PyTorch model",
@@ -91,7 +91,8 @@ const Profile& deepspeed_profile() {
                   "(logits.float(), then nn.functional.cross_entropy; version unnamed): aten log_softmax reads each row twice (max, sum of exps) and writes it (3 passes), "
                   "nll_loss gathers; backward nll_loss_backward writes a dense gradient (1), log_softmax_backward reads "
                   "the gradient and the output and writes (3)",
-                  0, ""}};
+                  0, ""}},
+      DS "deepspeed/runtime/zero/stage_1_and_2.py:2394-2401 (step(): all_gather_dp_groups of the updated bit16 partitions, synchronous, in allgather_bucket_size buckets, before step() returns)");
   return p;
 }
 

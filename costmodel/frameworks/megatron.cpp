@@ -94,7 +94,11 @@ const Profile& megatron_profile() {
                         "(--cross-entropy-loss-fusion, impl native: model_parallel_config.py:325); "
                         "fusions/fused_cross_entropy.py:12-22 (.float() + max in one kernel), :25-44 (-= max, exp, "
                         "sum: read + write), :47-60 (div_: read + write) = 4 fp32 passes; backward :64-82 "
-                        "(gradient from the saved softmax written as bf16) = the cast's gradient only"}};
+                        "(gradient from the saved softmax written as bf16) = the cast's gradient only",
+                  true,
+                  MCORE "megatron/core/optimizer/distrib_optimizer.py:3175-3177 (synchronous param all-gather after "
+                        "the step unless overlap_param_gather); distributed/distributed_data_parallel.py:479 (with "
+                        "--overlap-param-gather, forward pre-hooks dispatch each bucket's gather before its layers)"}};
   return p;
 }
 

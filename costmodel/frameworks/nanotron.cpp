@@ -30,7 +30,7 @@ void state(const Training& t, const Layout& l, StateBuffers* out) {
 }  // namespace
 
 const Profile& nanotron_profile() {
-  static const Profile p{
+  static const Profile p = with_post_step_param_gather(Profile{
       Framework::kNanotron,
       "nanotron",
       "nanotron Llama (bench2): fp32 gradient accumulation, DDP buckets, flash attention, unfused GLU",
@@ -92,7 +92,8 @@ const Profile& nanotron_profile() {
                      "its non-contiguous input, read + write q), :199-201 (GLU unfused: act(gate) reads and writes "
                      "ffn beside the multiply's 3 ffn)"},
       true,
-      NT "src/nanotron/models/base.py:214-240 (blocks assigned by cumulative compute cost), models/llama.py:913-925 (the costs)"};
+      NT "src/nanotron/models/base.py:214-240 (blocks assigned by cumulative compute cost), models/llama.py:913-925 (the costs)"},
+      NT "src/nanotron/optim/zero.py:118-119 (step(): _all_gather_params after the update), src/nanotron/distributed.py:201-206 (one dist.all_gather of the flattened shard, synchronous)");
   return p;
 }
 

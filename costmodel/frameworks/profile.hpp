@@ -141,6 +141,12 @@ struct TimeVariant {
   int fused_ce_fp32_passes_forward = -1;
   int fused_ce_fp32_passes_backward = -1;
   Source fused_ce = "";
+  // ZeRO-1/2: the all-gather of the updated parameters after the optimizer
+  // step can run beside the next step's forward (Megatron with
+  // --overlap-param-gather, Training::overlap_param_gather); false: it runs
+  // whole, before the next forward (DeepSpeed, nanotron), on the step's path.
+  bool param_gather_overlaps_forward = true;
+  Source param_gather = "";
   // The passes and their source for a run.
   int ce_forward(bool fusion) const { return fusion && fused_ce_fp32_passes_forward >= 0 ? fused_ce_fp32_passes_forward : ce_fp32_passes_forward; }
   int ce_backward(bool fusion) const { return fusion && fused_ce_fp32_passes_backward >= 0 ? fused_ce_fp32_passes_backward : ce_fp32_passes_backward; }
@@ -209,6 +215,14 @@ struct Profile {
   double runtime_extra_mib = 0;
   Source runtime_extra = "";
 };
+
+// A profile whose ZeRO-1/2 parameter all-gather runs whole after the
+// optimizer step (TimeVariant::param_gather_overlaps_forward false), for `src`.
+inline Profile with_post_step_param_gather(Profile p, Source src) {
+  p.time.param_gather_overlaps_forward = false;
+  p.time.param_gather = src;
+  return p;
+}
 
 // What a framework's gradient reduction moves per parameter, in bytes.
 double grad_reduce_bytes(const Profile& p, const Training& t);

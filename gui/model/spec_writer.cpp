@@ -120,6 +120,7 @@ std::string spec_to_yaml(const Spec& s) {
   e << YAML::Key << "flash_attention" << YAML::Value << t.flash_attention;
   if (t.grad_bucket_params_given) e << YAML::Key << "grad_bucket_params" << YAML::Value << t.grad_bucket_params;
   e << YAML::Key << "overlap_dp_comm" << YAML::Value << t.overlap_dp_comm;
+  if (!t.overlap_param_gather) e << YAML::Key << "overlap_param_gather" << YAML::Value << false;
   if (t.fp8) e << YAML::Key << "fp8" << YAML::Value << true;
   if (t.fp8_param_gather) e << YAML::Key << "fp8_param_gather" << YAML::Value << true;
   if (t.pipeline_scatter_gather) e << YAML::Key << "pipeline_scatter_gather" << YAML::Value << true;
