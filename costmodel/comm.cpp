@@ -79,29 +79,49 @@ GroupPlacement place_group(const Cluster& c, int group_size, int stride) {
   return g;
 }
 
+// A collective over nodes moves its intra-node and inter-node shares at the
+// same time: NCCL's rings and trees stream chunks through NVLink and the NICs
+// as one pipeline, so the slower level sets the bandwidth term while the
+// latencies of both levels add. (Summing the phases' times instead predicts
+// nccl-tests all_reduce_perf on p5.48xlarge, 2-32 nodes x 8 H100, at 1-8 GiB
+// 1.3-1.85x slow: crazyguitar/aws-gpu-communication-benchmark@4fdb5a4f
+// data/nccl_all_reduce.csv.)
+namespace {
+double pipelined(const LinkCost& intra, double intra_msgs, double intra_bytes, const LinkCost& inter,
+                 double inter_msgs, double inter_bytes) {
+  return intra_msgs * intra.alpha_s + inter_msgs * inter.alpha_s +
+         std::max(intra_bytes / intra.bytes_per_s, inter_bytes / inter.bytes_per_s);
+}
+}  // namespace
+
 double group_allreduce_time(const Cluster& c, const GroupPlacement& g, double s) {
   if (g.size <= 1) return 0;
   if (g.intra_node()) return ring_allreduce_time(g.size, s, intra_node_link(c));
   const LinkCost intra = intra_node_link(c), inter = inter_node_link(c);
-  const int k = g.ranks_per_node;
-  return reducescatter_time(k, s, intra) + best_allreduce_time(g.nodes, s / k, inter) +
-         allgather_time(k, s, intra);
+  const int k = g.ranks_per_node, n = g.nodes;
+  // Inter-node stage over the S/k shard: ring (2(n-1) steps, 2(n-1)/n of it)
+  // or tree (2·log2 n steps, twice it), whichever is faster on its own.
+  const bool ring = ring_allreduce_time(n, s / k, inter) <= tree_allreduce_time(n, s / k, inter);
+  const double inter_msgs = ring ? 2.0 * (n - 1) : 2.0 * (std::bit_width(unsigned(n)) - 1);
+  const double inter_bytes = ring ? ring_allreduce_bytes(n, s / k) : 2.0 * s / k;
+  return pipelined(intra, 2.0 * (k - 1), reducescatter_bytes(k, s) + allgather_bytes(k, s), inter, inter_msgs,
+                   inter_bytes);
 }
 
 double group_allgather_time(const Cluster& c, const GroupPlacement& g, double s) {
   if (g.size <= 1) return 0;
   if (g.intra_node()) return allgather_time(g.size, s, intra_node_link(c));
-  const int k = g.ranks_per_node;
-  return allgather_time(g.nodes, s / k, inter_node_link(c)) +
-         allgather_time(k, s, intra_node_link(c));
+  const int k = g.ranks_per_node, n = g.nodes;
+  return pipelined(intra_node_link(c), k - 1, allgather_bytes(k, s), inter_node_link(c), n - 1,
+                   allgather_bytes(n, s / k));
 }
 
 double group_reducescatter_time(const Cluster& c, const GroupPlacement& g, double s) {
   if (g.size <= 1) return 0;
   if (g.intra_node()) return reducescatter_time(g.size, s, intra_node_link(c));
-  const int k = g.ranks_per_node;
-  return reducescatter_time(k, s, intra_node_link(c)) +
-         reducescatter_time(g.nodes, s / k, inter_node_link(c));
+  const int k = g.ranks_per_node, n = g.nodes;
+  return pipelined(intra_node_link(c), k - 1, reducescatter_bytes(k, s), inter_node_link(c), n - 1,
+                   reducescatter_bytes(n, s / k));
 }
 
 double group_alltoall_time(const Cluster& c, const GroupPlacement& g, double s) {

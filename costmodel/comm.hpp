@@ -82,10 +82,12 @@ GroupPlacement place_group(const Cluster& c, int group_size, int stride);
 // all-reduce of the S/k shard between same-index ranks over their own NICs, intra
 // all-gather; Jia et al. 2018 / Horovod / NCCL's "ring of rings"); with one rank
 // per node, a flat all-reduce over the NICs. Inter-node stage: ring or tree, faster.
+// The levels are pipelined: both levels' latencies, the slower level's bytes.
 double group_allreduce_time(const Cluster& c, const GroupPlacement& g, double s);
-// All-gather of S over a placed group: inter-node all-gather of S/k, then intra of S.
+// All-gather of S over a placed group: inter-node all-gather of S/k beside the
+// intra-node one of S (pipelined as the all-reduce).
 double group_allgather_time(const Cluster& c, const GroupPlacement& g, double s);
-// Reduce-scatter of S over a placed group: intra of S, then inter-node of S/k.
+// Reduce-scatter of S over a placed group: intra of S beside inter-node of S/k.
 double group_reducescatter_time(const Cluster& c, const GroupPlacement& g, double s);
 // All-to-all of S per rank over a placed group (S: all a rank holds, 1/n of it
 // for each member, itself included): NCCL runs it as grouped send/recv to

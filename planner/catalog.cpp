@@ -66,12 +66,14 @@ const EmbeddedFile* find_builtin_model(const std::string& name) {
   return nullptr;
 }
 
+// A file or cluster name first; then a GPU's name, which picks the first
+// cluster of that GPU in file-name order (h100: dgx-h100, not h100-aws-p5).
 const EmbeddedFile* find_builtin_cluster(const std::string& name) {
   const std::string n = lower(name);
   for (const CatalogCluster& c : builtin_clusters())
-    if (n == lower(c.file->name) || n == lower(c.cluster.name) || n == lower(c.cluster.gpu.name) ||
-        n == gpu_short_name(c.cluster))
-      return c.file;
+    if (n == lower(c.file->name) || n == lower(c.cluster.name)) return c.file;
+  for (const CatalogCluster& c : builtin_clusters())
+    if (n == lower(c.cluster.gpu.name) || n == gpu_short_name(c.cluster)) return c.file;
   return nullptr;
 }
 
@@ -216,7 +218,10 @@ std::string render_gpus(Format f) {
   nlohmann::json j = nlohmann::json::array();
   for (const CatalogCluster& c : builtin_clusters()) {
     const Cluster& k = c.cluster;
-    j.push_back({{"name", gpu_short_name(k)},
+    // The name --gpu takes for it: the GPU's short name where that picks this
+    // cluster, else the cluster's file name (another cluster of the same GPU).
+    const std::string short_name = gpu_short_name(k);
+    j.push_back({{"name", find_builtin_cluster(short_name) == c.file ? short_name : std::string(c.file->name)},
                  {"cluster", c.file->name},
                  {"gpu", k.gpu.name},
                  {"memory_gib", k.gpu.memory_gib},
@@ -234,7 +239,7 @@ std::string render_gpus(Format f) {
   const bool md = f == Format::kMarkdown, csv = f == Format::kCsv;
   if (csv) o = "name,cluster,gpu,memory_gib,peak_tflops_bf16,peak_tflops_fp8,hbm_bandwidth_gbs,gpus_per_node,intra_node_gbs_per_gpu,inter_node_gbs_per_gpu,source\n";
   else if (md) o = "| name | cluster | GPU | memory GiB | bf16 TFLOP/s | fp8 TFLOP/s | HBM GB/s | GPUs/node | NVLink GB/s/GPU | network GB/s/GPU |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n";
-  else o = fmt::format("{:<6} {:<14} {:<16} {:>8} {:>9} {:>8} {:>8} {:>6} {:>10} {:>10}\n", "name", "cluster", "gpu",
+  else o = fmt::format("{:<11} {:<14} {:<16} {:>8} {:>9} {:>8} {:>8} {:>6} {:>10} {:>10}\n", "name", "cluster", "gpu",
                        "mem GiB", "bf16 TF", "fp8 TF", "HBM GB/s", "/node", "intra GB/s", "inter GB/s");
   for (const nlohmann::json& g : j) {
     const auto num = [&](const char* k) { return g[k].get<double>(); };
@@ -245,7 +250,7 @@ std::string render_gpus(Format f) {
                        num("intra_node_gbs_per_gpu"), num("inter_node_gbs_per_gpu"), g["source"].get<std::string>());
     else
       o += fmt::format(fmt::runtime(md ? "| `{}` | {} | {} | {:g} | {:g} | {:g} | {:g} | {} | {:g} | {:g} |\n"
-                                       : "{:<6} {:<14} {:<16} {:>8g} {:>9g} {:>8g} {:>8g} {:>6} {:>10g} {:>10g}\n"),
+                                       : "{:<11} {:<14} {:<16} {:>8g} {:>9g} {:>8g} {:>8g} {:>6} {:>10g} {:>10g}\n"),
                        g["name"].get<std::string>(), g["cluster"].get<std::string>(), g["gpu"].get<std::string>(),
                        num("memory_gib"), num("peak_tflops_bf16"), num("peak_tflops_fp8"), num("hbm_bandwidth_gbs"),
                        g["gpus_per_node"].get<int>(), num("intra_node_gbs_per_gpu"), num("inter_node_gbs_per_gpu"));

@@ -62,13 +62,14 @@ std::vector<std::vector<std::string>> read_csv(const std::string& rel) {
   return rows;
 }
 
-// One Playbook run as paraplan sees it: nanotron on DGX-H100-like nodes, seq
+// One Playbook run as paraplan sees it: nanotron on AWS p5 nodes (H100 SXM with
+// NVLink inside, EFA between them: configs/clusters/h100-aws-p5.yaml), seq
 // 4096, flash attention, tp in REDUCE_SCATTER mode (sp when tp > 1), global
 // batch dp x mbs x grad_accum; the layout unresolved in *l.
 Spec playbook_spec(const std::string& model, int nodes, int dp, int tp, int pp, int zero, int mbs, int grad_accum,
                    Layout* l) {
   static const Model m1 = test::model("nanotron-bench-1b"), m3 = test::model("nanotron-bench-3b");
-  static const Cluster h100 = test::cluster("dgx-h100");
+  static const Cluster h100 = test::cluster("h100-aws-p5");
   Spec s;
   s.model = model == "1B" ? m1 : m3;
   s.cluster = h100;
@@ -326,8 +327,11 @@ TEST_CASE("nanotron on H100 (Ultra-Scale Playbook): tokens/s of the runs that ra
   REQUIRE(high == 148);
   // Where paraplan stands (the issue's targets are 12% and 90%; see README
   // "What is verified"): these bounds catch a regression.
-  CHECK(med_abs <= 0.20);
-  CHECK(in_top5 >= 12);
+  // On EFA (h100-aws-p5) with the pipelined collectives: 18.6% and 11 of 14;
+  // the 64-node groups, where measured throughput collapses to a fifth of the
+  // 32-node one, are the misses besides 1B/n8 (its top four runs within 3%).
+  CHECK(med_abs <= 0.19);
+  CHECK(in_top5 >= 11);
 }
 
 TEST_CASE("Megatron-LM's own CI step times on H100 and A100 (gpt3_7b_*_memory_speed goldens)", "[measurements]") {
