@@ -152,6 +152,16 @@ struct Cluster {
   // (e.g. 8192^3 on B200: 1610 of 2250 TFLOP/s, pyptx.dev/performance); the
   // cap stays above end-to-end MFU (Megatron-LM README: up to 47% on H100).
   double gemm_efficiency = 0.75;
+  // GEMM time by shape (cluster keys; 0 = off, the flat cap above): each
+  // output tile's k-loop pays a fixed prologue/epilogue worth gemm_k_overhead
+  // elements of k (compute x (1 + k0/k)), and every GEMM kernel a fixed
+  // gemm_fixed_us (launch, first wave's ramp, tail). Fitted per GPU to a
+  // published table of measured GEMMs (configs/clusters/dgx-h100.yaml).
+  double gemm_k_overhead = 0;
+  double gemm_fixed_us = 0;
+  // Of the FP8 peak for FP8 GEMMs; 0: gemm_efficiency.
+  double gemm_efficiency_fp8 = 0;
+  double gemm_eff_fp8() const { return gemm_efficiency_fp8 > 0 ? gemm_efficiency_fp8 : gemm_efficiency; }
   // Of the HBM bandwidth for memory-bound (elementwise, norm, softmax,
   // optimizer) kernels: JUDGEMENT, copy-like kernels sustain ~80-90% of the
   // datasheet HBM bandwidth; not measured here.

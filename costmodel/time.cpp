@@ -36,10 +36,14 @@ double gemm_tile_utilization(const Gemm& g, int sms) {
 
 namespace {
 // The roofline every GEMM runs on: its FLOPs at `peak_tflops` x `efficiency`
-// x its tile utilization, or its operands' bytes at the HBM rate, the slower.
+// x its tile utilization, each tile's k-loop lengthened by the cluster's
+// gemm_k_overhead, or its operands' bytes at the HBM rate, the slower; plus
+// the cluster's fixed time per GEMM kernel.
 double gemm_roofline(const Gemm& g, const Cluster& c, double peak_tflops, double efficiency, int elem_bytes) {
-  const double compute = g.flops() / (peak_tflops * 1e12 * efficiency * gemm_tile_utilization(g, c.gpu.sm_count));
-  return std::max(compute, memory_bound_time(g.bytes(elem_bytes), c));
+  const double k_factor = c.gemm_k_overhead > 0 && g.k > 0 ? 1 + c.gemm_k_overhead / g.k : 1.0;
+  const double compute =
+      g.flops() * k_factor / (peak_tflops * 1e12 * efficiency * gemm_tile_utilization(g, c.gpu.sm_count));
+  return std::max(compute, memory_bound_time(g.bytes(elem_bytes), c)) + c.gemm_fixed_us * 1e-6;
 }
 }  // namespace
 
@@ -55,7 +59,7 @@ double memory_bound_time(double bytes, const Cluster& c) {
 }
 
 double fp8_gemm_time(const Gemm& g, const Cluster& c) {
-  return gemm_roofline(g, c, c.gpu.peak_tflops_fp8, c.gemm_efficiency, 1);
+  return gemm_roofline(g, c, c.gpu.peak_tflops_fp8, c.gemm_eff_fp8(), 1);
 }
 
 double attention_gemm_time(const Gemm& g, const Cluster& c, int elem_bytes) {
@@ -657,9 +661,14 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
       l.recompute == Recompute::kFull ? recomputed * f.total : layers * layer_recompute_time(f, l.recompute);
   r.backward_s = layers * layer_backward_time(f, t.flash_attention) + recompute_s;
   sink.add("linear GEMMs", layers * (f.linear + f.linear_backward), [&] {
+    const bool fp8 = t.fp8 && c.gpu.peak_tflops_fp8 > 0;
+    std::string shape;
+    if (c.gemm_k_overhead > 0) shape += fmt::format(" x k / (k + {:g})", c.gemm_k_overhead);
+    if (c.gemm_fixed_us > 0) shape += fmt::format(", + {:g} us per GEMM", c.gemm_fixed_us);
     return fmt::format("{:g} layers x (forward {:.3f} ms + input/weight gradients {:.3f} ms): QKV, out-proj, fc1, fc2 at "
-                       "gemm_efficiency {:g} x tile utilization on {} SMs",
-                       layers, f.linear * 1e3, f.linear_backward * 1e3, c.gemm_efficiency, c.gpu.sm_count);
+                       "{} {:g} x tile utilization on {} SMs{}",
+                       layers, f.linear * 1e3, f.linear_backward * 1e3, fp8 ? "FP8 peak x gemm_efficiency_fp8" : "gemm_efficiency",
+                       fp8 ? c.gemm_eff_fp8() : c.gemm_efficiency, c.gpu.sm_count, shape);
   });
   const double core_b = (t.flash_attention ? 2.5 : 2.0) * f.core;
   sink.add("attention core", layers * (f.core + core_b), [&] {

@@ -327,10 +327,10 @@ TEST_CASE("nanotron on H100 (Ultra-Scale Playbook): tokens/s of the runs that ra
   REQUIRE(high == 148);
   // Where paraplan stands (the issue's targets are 12% and 90%; see README
   // "What is verified"): these bounds catch a regression.
-  // On EFA (h100-aws-p5) with the pipelined collectives: 18.6% and 11 of 14;
+  // On EFA (h100-aws-p5) with the pipelined collectives and 4 us per GEMM: 18.1% and 11 of 14;
   // the 64-node groups, where measured throughput collapses to a fifth of the
   // 32-node one, are the misses besides 1B/n8 (its top four runs within 3%).
-  CHECK(med_abs <= 0.19);
+  CHECK(med_abs <= 0.185);
   CHECK(in_top5 >= 11);
 }
 
@@ -430,7 +430,7 @@ TEST_CASE("Megatron-LM's published FP8 throughput on H100 (examples/llama/README
     sum_abs += std::abs(e);
     WARN(p.name << ": predicted " << predicted << " tokens/s per GPU, published " << p.tokens_per_s_per_gpu << " ("
                 << 100 * e << "%)");
-    // Where paraplan stands: 8B +1.6%, 70B +7%, 405B +18% (optimistic; see docs/verification.md).
+    // Where paraplan stands: 8B +1.0%, 70B +6.7%, 405B +17.9% (optimistic; see docs/verification.md).
     CHECK(std::abs(e) < 0.20);
   }
   WARN("Megatron-LM FP8 throughput: mean |error| " << 100 * sum_abs / 3 << "%");

@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <sstream>
+#include <string>
 
 #include "costmodel/memory.hpp"
 #include "costmodel/schedule.hpp"
 #include "costmodel/time.hpp"
+#include "test_helpers.hpp"
 
 using namespace paraplan;
 
@@ -140,6 +144,72 @@ TEST_CASE("GEMM roofline, hand-computed", "[time]") {
   CHECK(attention_gemm_time(big, c, 2) == Approx(8.589934592e-5).epsilon(1e-12));
   CHECK(gemm_time(big, c, 2) == Approx(4.294967296e-5).epsilon(1e-12));  // linear GEMMs unchanged
   CHECK(attention_gemm_time(skinny, c, 2) == Approx(4.325376e-6).epsilon(1e-12));  // still memory-bound
+}
+
+TEST_CASE("GEMM time by shape: the k-loop overhead and the fixed time per GEMM, by hand (issue 15)", "[time]") {
+  Cluster c;
+  c.gpu.peak_tflops_bf16 = 100;
+  c.gpu.peak_tflops_fp8 = 200;
+  c.gpu.hbm_bandwidth_gbs = 1000;
+  c.gemm_efficiency = 0.5;
+  c.hbm_efficiency = 0.5;
+  const Gemm big{"big", 1, 1024, 1024, 1024, false};  // 2^31 FLOPs: 42.94967296 us at 50e12
+  c.gemm_fixed_us = 4;
+  CHECK(gemm_time(big, c, 2) == Approx(4.294967296e-5 + 4e-6).epsilon(1e-12));
+  // k-loop overhead of 256 elements on k = 1024: x 1.25.
+  c.gemm_k_overhead = 256;
+  CHECK(gemm_time(big, c, 2) == Approx(1.25 * 4.294967296e-5 + 4e-6).epsilon(1e-12));
+  // The input-gradient GEMM of a 1024 x 1024 x 64 one contracts over 1024: no
+  // more than x 1.25; the weight gradient contracts over m = 64: x 5.
+  const Gemm thin{"thin", 1, 1024, 1024, 64, false};  // 2^27 FLOPs: 2.68435456 us
+  CHECK(gemm_time(thin, c, 2) == Approx(5 * 2.68435456e-6 + 4e-6).epsilon(1e-12));
+  // FP8 GEMMs at gemm_efficiency_fp8 of the FP8 peak when given, else gemm_efficiency.
+  c.gemm_k_overhead = 0, c.gemm_fixed_us = 0;
+  CHECK(fp8_gemm_time(big, c) == Approx(4.294967296e-5 / 2).epsilon(1e-12));
+  c.gemm_efficiency_fp8 = 0.25;
+  CHECK(fp8_gemm_time(big, c) == Approx(4.294967296e-5).epsilon(1e-12));
+}
+
+// OpenXLA's table of measured H100 GEMMs (tests/data/measurements/xla-sm90-matmul-bf16.csv,
+// with its source) against the shipped H100 cluster: 75% of peak x tile
+// utilization meets the large entries, and the fixed time per GEMM the small ones.
+TEST_CASE("GEMM time on H100 against OpenXLA's measured sm_90 table (issue 15)", "[time][measurements]") {
+  std::ifstream in(test::repo("tests/data/measurements/xla-sm90-matmul-bf16.csv"));
+  REQUIRE(in);
+  Cluster c = test::cluster("dgx-h100");
+  REQUIRE(c.gemm_fixed_us == 4);
+  double sum_all = 0, sum_big = 0, sum_flat = 0;
+  int n_all = 0, n_big = 0;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#' || line[0] == 'b') continue;
+    double b, m, n, k, tflops;
+    char comma;
+    std::istringstream ss(line);
+    ss >> b >> comma >> m >> comma >> n >> comma >> k >> comma >> tflops;
+    const Gemm g{"", b, m, n, k, false};
+    const double measured = g.flops() / (tflops * 1e12);
+    const double e = std::log(gemm_time(g, c, 2) / measured);
+    Cluster flat = c;
+    flat.gemm_fixed_us = 0;
+    const double ef = std::log(gemm_time(g, flat, 2) / measured);
+    sum_all += e * e, sum_flat += ef * ef, ++n_all;
+    if (b * m >= 4096 && n >= 1024 && k >= 1024) {
+      INFO(line << ": model " << gemm_time(g, c, 2) * 1e6 << " us, measured " << measured * 1e6 << " us");
+      CHECK(std::abs(e) < 0.15);
+      sum_big += e * e, ++n_big;
+    }
+  }
+  REQUIRE(n_all == 143);
+  REQUIRE(n_big == 19);
+  const double rms_all = std::sqrt(sum_all / n_all), rms_big = std::sqrt(sum_big / n_big),
+               rms_flat = std::sqrt(sum_flat / n_all);
+  WARN("H100 GEMMs vs OpenXLA's sm_90 table: rms log error " << rms_all << " over 143 (" << rms_flat
+                                                              << " without the fixed time), " << rms_big
+                                                              << " over the 19 large");
+  CHECK(rms_all < 0.28);
+  CHECK(rms_big < 0.08);
+  CHECK(rms_flat > 0.6);
 }
 
 TEST_CASE("GEMM tile and wave quantization on the GPU's SMs (issue 15)", "[time]") {

@@ -78,6 +78,9 @@ void cluster_map(YAML::Emitter& e, const Cluster& c) {
   e << YAML::Key << "cublas_workspace_mib" << YAML::Value << c.cublas_workspace_mib;
   e << YAML::Key << "nccl_comm_mib" << YAML::Value << c.nccl_comm_mib;
   e << YAML::Key << "gemm_efficiency" << YAML::Value << c.gemm_efficiency;
+  if (c.gemm_k_overhead > 0) e << YAML::Key << "gemm_k_overhead" << YAML::Value << c.gemm_k_overhead;
+  if (c.gemm_fixed_us > 0) e << YAML::Key << "gemm_fixed_us" << YAML::Value << c.gemm_fixed_us;
+  if (c.gemm_efficiency_fp8 > 0) e << YAML::Key << "gemm_efficiency_fp8" << YAML::Value << c.gemm_efficiency_fp8;
   e << YAML::Key << "hbm_efficiency" << YAML::Value << c.hbm_efficiency;
   if (c.attention_efficiency > 0) e << YAML::Key << "attention_efficiency" << YAML::Value << c.attention_efficiency;
   if (c.optimizer_efficiency > 0) e << YAML::Key << "optimizer_efficiency" << YAML::Value << c.optimizer_efficiency;
