@@ -511,6 +511,7 @@ Cluster kernel_fit_cluster(const Calibration& c) {
   k.gpu.peak_tflops_bf16 = c.gemm_fit.peak_flops / 1e12;
   k.gpu.hbm_bandwidth_gbs = c.memory_fit.bandwidth / 1e9;
   k.gemm_efficiency = c.gemm_fit.efficiency;
+  k.gemm_fixed_us = c.gemm_fit.fixed_s * 1e6;
   k.hbm_efficiency = c.memory_fit.efficiency;
   k.optimizer_efficiency = c.memory_fit.optimizer_efficiency;  // 0 (no Adam samples): hbm_efficiency
   const bool measured = c.mpi && c.link_fit.bytes_per_s > 0;
@@ -657,6 +658,8 @@ std::string calibrated_cluster_yaml(const Calibration& c, const std::string& nam
                      "# {:.1f}% with the kernel fits, {:.1f}% with these\n",
                      c.step_fit.samples, 100 * c.step_fit.rms_rel_error_before, 100 * c.step_fit.rms_rel_error);
   y += fmt::format("gemm_efficiency: {}\n", num(k.gemm_efficiency));
+  if (k.gemm_fixed_us > 0)
+    y += fmt::format("# the fixed time per GEMM kernel, from the same GEMM fit\ngemm_fixed_us: {}\n", num(k.gemm_fixed_us));
   y += fmt::format("hbm_efficiency: {}\n", num(k.hbm_efficiency));
   if (k.attention_efficiency > 0)
     y += fmt::format("# the attention core's matrix products (flash or not), from the same step fit\n"
@@ -688,10 +691,10 @@ std::string render_calibration(const Calibration& c) {
       o += fmt::format("  {:<32}{:>6}{:>6}{:>6}{:>5}{:>9.3f} ms{:>10.2f}{:>9.3f} ms{:>9}\n", g.name, g.m, g.n, g.k, op,
                        1e3 * s.seconds, s.flops_per_s() / 1e9, 1e3 * s.fitted_s, err(s.fitted_s, s.seconds));
     }
-    o += fmt::format("  fit: peak {:.2f} GFLOP/s (best measured), gemm_efficiency {:.4f} -> {:.2f} GFLOP/s; "
-                     "RMS error {:.1f}% over {} samples{}\n",
-                     f.peak_flops / 1e9, f.efficiency, f.peak_flops * f.efficiency / 1e9, 100 * f.rms_rel_error,
-                     f.samples, t == c.precision ? "" : " (reported, not written)");
+    o += fmt::format("  fit: peak {:.2f} GFLOP/s (best measured), gemm_efficiency {:.4f} -> {:.2f} GFLOP/s, "
+                     "{:.2f} us per GEMM; RMS error {:.1f}% over {} samples{}\n",
+                     f.peak_flops / 1e9, f.efficiency, f.peak_flops * f.efficiency / 1e9, f.fixed_s * 1e6,
+                     100 * f.rms_rel_error, f.samples, t == c.precision ? "" : " (reported, not written)");
   }
   o += fmt::format("\ncopies {} (Device::copy; bytes read + written)\n", dtype_name(c.precision));
   for (const CopySample& s : c.samples.copies)

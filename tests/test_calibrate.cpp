@@ -128,6 +128,25 @@ TEST_CASE("the GEMM fit recovers peak x efficiency through gemm_time") {
   CHECK(rel(g.peak_flops * g.efficiency, peak * eff) < 1e-6);
 }
 
+TEST_CASE("the GEMM fit recovers a fixed time per GEMM beside the efficiency (gemm_fixed_us)") {
+  const double peak = 20e12, eff = 0.6, mem_rate = 2000e9, fixed = 3e-6;
+  Cluster c = roofline(peak / 1e12, eff, mem_rate / 1e9, 1.0);
+  c.gemm_fixed_us = fixed * 1e6;
+  std::vector<GemmSample> v;
+  for (const GemmCase& g : gemm_cases(true)) {
+    GemmSample s;
+    s.shape = g;
+    s.dtype = DType::kBf16;
+    s.seconds = gemm_time(Gemm{"", 1, double(g.m), double(g.n), double(g.k), false}, c, 2);
+    v.push_back(s);
+  }
+  const GemmFit f = fit_gemm(v, peak, mem_rate);
+  CHECK(rel(f.efficiency, eff) < 1e-6);
+  CHECK(rel(f.fixed_s, fixed) < 1e-6);
+  CHECK(f.rms_rel_error < 1e-6);
+  for (const GemmSample& s : v) CHECK(rel(s.fitted_s, s.seconds) < 1e-6);
+}
+
 TEST_CASE("the memory fit recovers hbm_efficiency through the time model") {
   const Cluster base = roofline(0.03, 0.7, 0, 0);
   struct Row {

@@ -722,10 +722,12 @@ double rms_rel(const Samples& s) {
 }
 
 // A cluster with only the numbers gemm_time / memory_bound_time read.
-Cluster roofline_cluster(double peak_flops, double gemm_eff, double hbm_bytes_per_s, double hbm_eff) {
+Cluster roofline_cluster(double peak_flops, double gemm_eff, double hbm_bytes_per_s, double hbm_eff,
+                         double gemm_fixed_s = 0) {
   Cluster c;
   c.gpu.peak_tflops_bf16 = peak_flops / 1e12;
   c.gemm_efficiency = gemm_eff;
+  c.gemm_fixed_us = gemm_fixed_s * 1e6;
   c.gpu.hbm_bandwidth_gbs = hbm_bytes_per_s / 1e9;
   c.hbm_efficiency = hbm_eff;
   return c;
@@ -741,10 +743,11 @@ GemmFit fit_gemm(std::vector<GemmSample>& samples, double peak_flops, double mem
   if (peak_flops > 0) f.peak_flops = peak_flops;
   if (f.peak_flops <= 0) throw std::invalid_argument("fit_gemm: no timed samples");
   const double bw = memory_bytes_per_s > 0 ? memory_bytes_per_s : std::numeric_limits<double>::infinity();
-  // gemm_time = max(F / (peak·eff), bytes / bw): fit x = 1 / (peak·eff) on the
-  // samples the compute term bounds, re-deciding which those are until stable.
-  // Start from the fastest x (efficiency 1), which calls the fewest compute-bound.
-  double x = 1 / f.peak_flops;
+  // gemm_time = max(F / (peak·eff), bytes / bw) + t0: fit x = 1 / (peak·eff)
+  // and t0 on the samples the compute term bounds, re-deciding which those are
+  // until stable. Start from the fastest x (efficiency 1), which calls the
+  // fewest compute-bound.
+  double x = 1 / f.peak_flops, t0 = 0;
   std::vector<bool> compute(samples.size(), false);
   for (int iter = 0; iter < 20; ++iter) {
     bool changed = false;
@@ -759,16 +762,26 @@ GemmFit fit_gemm(std::vector<GemmSample>& samples, double peak_flops, double mem
     for (std::size_t i = 0; i < samples.size(); ++i)
       if (compute[i]) rows.push_back(int(i));
     if (rows.empty()) break;
-    Eigen::MatrixXd A(rows.size(), 1);
-    const Eigen::VectorXd b = Eigen::VectorXd::Ones(Eigen::Index(rows.size()));
-    for (std::size_t r = 0; r < rows.size(); ++r) {
-      const GemmSample& s = samples[std::size_t(rows[r])];
-      A(Eigen::Index(r), 0) = s.shape.flops() / s.seconds;  // relative residual (F·x − t) / t
+    // Relative residuals (F·x + t0 − t) / t: columns F / t and 1 / t. A
+    // negative t0 or an efficiency above 1 refits without the fixed time.
+    const Eigen::Index nr = Eigen::Index(rows.size());
+    const Eigen::VectorXd b = Eigen::VectorXd::Ones(nr);
+    Eigen::MatrixXd A(nr, 2);
+    for (Eigen::Index r = 0; r < nr; ++r) {
+      const GemmSample& s = samples[std::size_t(rows[std::size_t(r)])];
+      A(r, 0) = s.shape.flops() / s.seconds;
+      A(r, 1) = 1 / s.seconds;
     }
-    x = std::max(solve_ls(A, b)(0), 1 / f.peak_flops);  // efficiency ≤ 1
+    Eigen::VectorXd sol = nr >= 2 ? solve_ls(A, b) : Eigen::VectorXd::Zero(2);
+    if (nr < 2 || sol(1) < 0 || sol(0) < 1 / f.peak_flops) {
+      sol(0) = solve_ls(A.leftCols(1), b)(0), sol(1) = 0;
+    }
+    x = std::max(sol(0), 1 / f.peak_flops);  // efficiency ≤ 1
+    t0 = sol(1);
   }
   f.efficiency = std::clamp(1 / (x * f.peak_flops), 1e-6, 1.0);
-  const Cluster c = roofline_cluster(f.peak_flops, f.efficiency, bw, 1.0);
+  f.fixed_s = t0;
+  const Cluster c = roofline_cluster(f.peak_flops, f.efficiency, bw, 1.0, f.fixed_s);
   for (GemmSample& s : samples) s.fitted_s = gemm_time(model_gemm(s.shape), c, dtype_bytes(s.dtype));
   f.rms_rel_error = rms_rel(samples);
   f.samples = int(samples.size());

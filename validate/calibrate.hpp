@@ -230,12 +230,13 @@ std::vector<CollectiveSample> measure_collectives(Communicator& comm, Device& de
 struct GemmFit {
   double peak_flops = 0;   // the best rate measured (FLOP/s): peak_tflops_bf16
   double efficiency = 0;   // gemm_efficiency: the rate the model's GEMMs get, / peak
+  double fixed_s = 0;      // gemm_fixed_us / 1e6: the fixed time per GEMM kernel (≥ 0)
   double rms_rel_error = 0;
   int samples = 0;
 };
 // Least squares of the model's gemm_time (roofline: FLOPs at peak × efficiency,
-// or operand bytes at hbm_bytes_per_s) against the measured times, for the
-// efficiency; the peak is given (peak_flops ≤ 0: the best measured rate), and
+// or operand bytes at hbm_bytes_per_s, plus a fixed time per GEMM) against the
+// measured times, for the efficiency and the fixed time (none when negative); the peak is given (peak_flops ≤ 0: the best measured rate), and
 // so is the model's memory-bound rate hbm_bandwidth × hbm_efficiency
 // (memory_bytes_per_s ≤ 0: no memory bound). Fills each sample's fitted_s.
 GemmFit fit_gemm(std::vector<GemmSample>& samples, double peak_flops, double memory_bytes_per_s);
