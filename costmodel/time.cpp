@@ -35,6 +35,10 @@ double gemm_tile_utilization(const Gemm& g, int sms) {
 }
 
 namespace {
+// Whether a run's linear GEMMs run in FP8 (Transformer Engine): asked for,
+// and the GPU has an FP8 peak.
+bool fp8_gemms(const Training& t, const Cluster& c) { return t.fp8 && c.gpu.peak_tflops_fp8 > 0; }
+
 // The roofline every GEMM runs on: its FLOPs at `peak_tflops` x `efficiency`
 // x its tile utilization, each tile's k-loop lengthened by the cluster's
 // gemm_k_overhead, or its operands' bytes at the HBM rate, the slower; plus
@@ -222,7 +226,7 @@ LayerTime layer_forward_time(const Model& m, const Training& t, const Layout& l,
   LayerTime r;
   // FP8 (Transformer Engine): the linear layers' GEMMs at the FP8 peak with
   // 1-byte operands; attention stays in bf16 (TE's FP8 attention is opt-in).
-  const bool fp8 = t.fp8 && c.gpu.peak_tflops_fp8 > 0;
+  const bool fp8 = fp8_gemms(t, c);
   auto time = [&](const Gemm& x) { return fp8 ? fp8_gemm_time(x, c) : gemm_time(x, c, ab); };
   for (const Gemm& x : gc)
     if (!x.core_attention) {
@@ -661,7 +665,7 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
       l.recompute == Recompute::kFull ? recomputed * f.total : layers * layer_recompute_time(f, l.recompute);
   r.backward_s = layers * layer_backward_time(f, t.flash_attention) + recompute_s;
   sink.add("linear GEMMs", layers * (f.linear + f.linear_backward), [&] {
-    const bool fp8 = t.fp8 && c.gpu.peak_tflops_fp8 > 0;
+    const bool fp8 = fp8_gemms(t, c);
     std::string shape;
     if (c.gemm_k_overhead > 0) shape += fmt::format(" x k / (k + {:g})", c.gemm_k_overhead);
     if (c.gemm_fixed_us > 0) shape += fmt::format(", + {:g} us per GEMM", c.gemm_fixed_us);
@@ -883,7 +887,7 @@ StepTime estimate_time(const Spec& s, const Layout& l) {
   // The cap of the run's precision: FP8 GEMMs run at twice the BF16 peak, so
   // an FP8 run is held to the best published FP8 figure (MFU still against
   // the BF16 peak), not to the BF16 one.
-  r.fp8 = t.fp8 && s.cluster.gpu.peak_tflops_fp8 > 0;
+  r.fp8 = fp8_gemms(t, s.cluster);
   r.best_published_mfu = r.fp8 ? s.cluster.best_published_mfu_fp8 : s.cluster.best_published_mfu;
   if (r.tp_nodes > 1) r.warnings |= StepTime::kWarnTpAcrossNodes;
   if (s.model.num_layers > 0 && r.layer_forward_s < kSmallLayerForwardS) r.warnings |= StepTime::kWarnSmallWork;

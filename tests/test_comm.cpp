@@ -147,20 +147,27 @@ TEST_CASE("A tp group inside a node pays NVLink, one across nodes pays the NIC",
 // data/nccl_all_reduce.csv (sizes in MiB). The model within 0.70-1.30 of every
 // point, and the pipelined levels are what makes that possible: the sum of the
 // levels' times is 1.5x slow or worse at 8 GiB on 4+ nodes.
+namespace {
+// One nccl-tests point over every GPU of `nodes` p5 instances: size in MiB,
+// out-of-place algbw in GB/s, and the time it measured.
+struct P5Point {
+  int nodes;
+  double mib, algbw_gbs;
+  double bytes() const { return mib * 1048576.0; }
+  double measured_s() const { return bytes() / (algbw_gbs * 1e9); }
+};
+}  // namespace
+
 TEST_CASE("EFA on AWS p5 (h100-aws-p5): group all-reduce against nccl-tests on 2-32 nodes", "[comm][measurements]") {
   const Cluster c = test::cluster("h100-aws-p5");
-  struct Point {
-    int nodes;
-    double mib, algbw_gbs;
-  };
-  const Point points[] = {
+  const P5Point points[] = {
       {2, 32, 78.57},   {2, 512, 211.20},  {2, 8192, 254.78},  {4, 32, 49.23},   {4, 512, 143.70},
       {4, 8192, 184.25}, {8, 32, 44.06},   {8, 512, 138.48},   {8, 8192, 180.50}, {16, 32, 37.72},
       {16, 512, 112.78}, {16, 8192, 179.54}, {32, 32, 33.30},  {32, 512, 78.73},  {32, 8192, 161.18},
   };
   double log_sum = 0;
-  for (const Point& p : points) {
-    const double s = p.mib * 1048576.0, measured = s / (p.algbw_gbs * 1e9);
+  for (const P5Point& p : points) {
+    const double s = p.bytes(), measured = p.measured_s();
     const GroupPlacement g = place_group(c, p.nodes * 8, 1);
     REQUIRE(g.nodes == p.nodes);
     const double model = group_allreduce_time(c, g, s), ratio = model / measured;
@@ -186,19 +193,14 @@ TEST_CASE("EFA on AWS p5 (h100-aws-p5): group all-reduce against nccl-tests on 2
 // what MoE dispatch and combine cost there.
 TEST_CASE("EFA on AWS p5 (h100-aws-p5): all-to-all, not fitted, against nccl-tests on 2-32 nodes", "[comm][measurements]") {
   const Cluster c = test::cluster("h100-aws-p5");
-  struct Point {
-    int nodes;
-    double mib, algbw_gbs;
-  };
-  const Point points[] = {
+  const P5Point points[] = {
       {2, 32, 47.78},  {2, 512, 80.87},  {2, 2048, 84.53},  {4, 32, 35.56},  {4, 512, 55.57},
       {4, 2048, 55.82}, {8, 32, 29.13},  {8, 512, 47.31},   {8, 2048, 50.41}, {16, 32, 24.83},
       {16, 512, 40.39}, {16, 2048, 44.58}, {32, 32, 19.79}, {32, 512, 33.19}, {32, 2048, 40.94},
   };
   double log_sum = 0;
-  for (const Point& p : points) {
-    const double s = p.mib * 1048576.0, measured = s / (p.algbw_gbs * 1e9);
-    const double model = group_alltoall_time(c, place_group(c, p.nodes * 8, 1), s), ratio = model / measured;
+  for (const P5Point& p : points) {
+    const double model = group_alltoall_time(c, place_group(c, p.nodes * 8, 1), p.bytes()), ratio = model / p.measured_s();
     INFO(p.nodes << " nodes, " << p.mib << " MiB: model / measured " << ratio);
     CHECK(ratio > 0.55);  // 32 nodes at 32 MiB: 0.59, the model too fast
     CHECK(ratio < 1.30);

@@ -147,10 +147,11 @@ struct TimeVariant {
   // whole, before the next forward (DeepSpeed, nanotron), on the step's path.
   bool param_gather_overlaps_forward = true;
   Source param_gather = "";
-  // The passes and their source for a run.
-  int ce_forward(bool fusion) const { return fusion && fused_ce_fp32_passes_forward >= 0 ? fused_ce_fp32_passes_forward : ce_fp32_passes_forward; }
-  int ce_backward(bool fusion) const { return fusion && fused_ce_fp32_passes_backward >= 0 ? fused_ce_fp32_passes_backward : ce_fp32_passes_backward; }
-  Source ce_source(bool fusion) const { return fusion && fused_ce_fp32_passes_forward >= 0 ? fused_ce : ce; }
+  // The passes and their source for a run: the fused ones when asked for and the framework has them.
+  bool ce_fused(bool fusion) const { return fusion && fused_ce_fp32_passes_forward >= 0; }
+  int ce_forward(bool fusion) const { return ce_fused(fusion) ? fused_ce_fp32_passes_forward : ce_fp32_passes_forward; }
+  int ce_backward(bool fusion) const { return ce_fused(fusion) ? fused_ce_fp32_passes_backward : ce_fp32_passes_backward; }
+  Source ce_source(bool fusion) const { return ce_fused(fusion) ? fused_ce : ce; }
 };
 
 struct Profile {
