@@ -6,7 +6,9 @@
 namespace paraplan {
 
 std::int64_t tensor_bytes(const SavedTensor& t, const ActShape& a) {
-  const std::int64_t elems = a.s * a.b * (t.width + t.quad_heads * a.s) * (t.per_etp ? a.etp : 1);
+  if (!saved_under(t, a)) return 0;
+  const std::int64_t elems = (a.s * a.b * (t.width + t.quad_heads * a.s) * (t.per_etp ? a.etp : 1) + t.fixed) /
+                             (t.per_local_expert ? a.ep : 1);
   // FP8: Transformer Engine's Linear saves the FP8 cast of its input, column-
   // wise data only (NVIDIA/TransformerEngine@d0067d0d
   // transformer_engine/pytorch/module/linear.py:600-621), 1 byte per element.
@@ -14,7 +16,7 @@ std::int64_t tensor_bytes(const SavedTensor& t, const ActShape& a) {
                                 : t.kind == ElemKind::kAct ? a.act_bytes
                                 : t.kind == ElemKind::kMask ? 1
                                 : t.kind == ElemKind::kIndex ? 8
-                                                            : 4;
+                                                            : 4;  // fp32, int32
   const bool split = t.shard == Shard::kTp || (t.shard == Shard::kSp && a.sp);
   // Exact: heads, kv heads and ffn divide tp; with SP the sequence does.
   const std::int64_t b = split ? elems * per_elem / a.tp : elems * per_elem;
@@ -38,6 +40,7 @@ void add_norm_inputs(TensorList* l, const char* op, const Model& m, const Activa
 namespace {
 void add_dense_mlp(TensorList* l, const Model& m, const ActivationVariant& v);
 void add_moe_mlp(TensorList* l, const Model& m);
+void add_torchtitan_moe_mlp(TensorList* l, const Model& m);
 }  // namespace
 
 TensorList layer_saved_tensors(const Model& m, bool flash, const ActivationVariant& v, LayerKind kind) {
@@ -108,7 +111,8 @@ TensorList layer_saved_tensors(const Model& m, bool flash, const ActivationVaria
   add_norm_inputs(&l, "mlp_norm", m, v);
   if (v.norm_saves_stats) l.add({"mlp_norm", "fp32 statistics", stats, 0, ElemKind::kFp32, Shard::kSp, false});
   if (kind == LayerKind::kMoe) {
-    add_moe_mlp(&l, m);
+    if (v.moe == MoeImpl::kTorchtitan) add_torchtitan_moe_mlp(&l, m);
+    else add_moe_mlp(&l, m);
   } else {
     add_dense_mlp(&l, m, v);
   }
@@ -173,6 +177,76 @@ void add_moe_mlp(TensorList* lp, const Model& m) {
     const std::int64_t fs = std::int64_t(m.num_shared_experts) * f;
     l.add({"shared_act", "input (shared experts' fc1 output)", m.gated() ? 2 * fs : fs, 0, ElemKind::kAct, Shard::kTp, false});
     l.add({"shared_fc2", "input (activation output)", fs, 0, ElemKind::kAct, Shard::kTp, false, true});
+  }
+}
+
+// A mixture-of-experts MLP as torchtitan runs it (pytorch/torchtitan@b5bcd76c
+// torchtitan/models/common/), per token of the rank (tp = 1), T tokens, N = k·T
+// routed copies, R = the copies the rank's experts receive (N at balance):
+//  * moe.py:290-292: the gate runs under fp32 autocast, so F.linear saves fp32
+//    casts of its input (h per token) and of the gate weight (num_experts x h,
+//    per layer); :296-299 sigmoid / softmax save their fp32 output (E);
+//    :311-317 topk and gather save the int64 expert ids (k; one tensor);
+//  * token_dispatcher.py:93-100: the argsort permutation indexes the scores (k
+//    int64 saved) and, divided by k, the tokens (k int64: x[indices] saves the
+//    indices; the scatter_add in combine saves the same tensor, expanded);
+//    with ep > 1, :541-559 permute to expert-major order (R int64, saved by the
+//    index and by the unpermute's index_put);
+//  * moe.py:94-108: torch._grouped_mm saves both operands (pytorch
+//    tools/autograd/derivatives.yaml _grouped_mm) and the int32 group offsets
+//    (the rank's num_experts / ep); the routed rows' h (x_RD, read by w1 and
+//    w3), w1's output (SiLU's input), SiLU's output and w3's output (the
+//    multiply's), their product (w2's input): h + 4 x moe_ffn per row;
+//  * token_dispatcher.py:614-619: the combine multiplies an fp32 copy of the
+//    expert output by the sorted scores, keeping both (h fp32 + 1 fp32 per
+//    copy of the rank's own N rows);
+//  * feed_forward.py:53-54: shared experts w2(silu(w1(x)) * w3(x)) keep the
+//    norm output x (only they read it in bf16), w1's, SiLU's and w3's outputs
+//    and the product; :73-75 a sigmoid gate on their output (Qwen2-MoE's
+//    shared_expert_gate) keeps the sigmoid's output and the experts' output.
+void add_torchtitan_moe_mlp(TensorList* lp, const Model& m) {
+  TensorList& l = *lp;
+  const std::int64_t h = m.hidden_size, k = m.experts_per_token, e = m.num_experts, f = m.moe_ffn_hidden_size;
+  l.add({"router", "input (fp32 autocast copy)", h, 0, ElemKind::kFp32, Shard::kSp, false});
+  SavedTensor gate{"router", "gate weight (fp32 autocast copy)", 0, 0, ElemKind::kFp32, Shard::kNone, false};
+  gate.fixed = e * h;
+  l.add(gate);
+  l.add({"router", "scores (sigmoid / softmax output, fp32)", e, 0, ElemKind::kFp32, Shard::kSp, false});
+  l.add({"router", "top-k expert ids (topk, gather)", k, 0, ElemKind::kIndex, Shard::kSp, false});
+  l.add({"reorder", "argsort permutation (the scores' index)", k, 0, ElemKind::kIndex, Shard::kSp, false});
+  l.add({"reorder", "token indices (x[...] and scatter_add's index)", k, 0, ElemKind::kIndex, Shard::kSp, false});
+  SavedTensor permute{"ep_permute", "expert-major indices (ep > 1)", k, 0, ElemKind::kIndex, Shard::kSp, false};
+  permute.expert_rows = permute.ep_only = true;
+  l.add(permute);
+  SavedTensor offsets{"grouped_mm", "group offsets (int32, local experts)", 0, 0, ElemKind::kInt32, Shard::kNone, false};
+  offsets.fixed = e;
+  offsets.per_local_expert = true;
+  l.add(offsets);
+  auto rows = [&](const char* op, const char* what, std::int64_t width, bool linear) {
+    SavedTensor t{op, what, k * width, 0, ElemKind::kAct, Shard::kSp, false, linear};
+    t.expert_rows = true;
+    l.add(t);
+  };
+  rows("experts_w1_w3", "input (routed tokens, top-k)", h, true);
+  rows("experts_silu", "input (w1 output)", f, false);
+  rows("experts_mul", "SiLU output", f, false);
+  rows("experts_mul", "w3 output", f, false);
+  rows("experts_w2", "input (SwiGLU product)", f, true);
+  l.add({"combine", "expert output (fp32 copy, top-k)", k * h, 0, ElemKind::kFp32, Shard::kSp, false});
+  l.add({"combine", "sorted scores (fp32, top-k)", k, 0, ElemKind::kFp32, Shard::kSp, false});
+  if (m.num_shared_experts > 0) {
+    const std::int64_t fs = std::int64_t(m.num_shared_experts) * f;
+    l.add({"shared_w1_w3", "input (norm output)", h, 0, ElemKind::kAct, Shard::kSp, false, true});
+    l.add({"shared_silu", "input (w1 output)", fs, 0, ElemKind::kAct, Shard::kTp, false});
+    l.add({"shared_mul", "SiLU output", fs, 0, ElemKind::kAct, Shard::kTp, false});
+    l.add({"shared_mul", "w3 output", fs, 0, ElemKind::kAct, Shard::kTp, false});
+    l.add({"shared_w2", "input (SwiGLU product)", fs, 0, ElemKind::kAct, Shard::kTp, false, true});
+    // SigmoidGatedFeedForward (feed_forward.py:73-75): sigmoid(gate(x)) * ffn(x)
+    // keeps the sigmoid's output (one per token) and the experts' output.
+    if (m.shared_expert_gate) {
+      l.add({"shared_gate", "sigmoid output", 1, 0, ElemKind::kAct, Shard::kSp, false});
+      l.add({"shared_gate", "shared experts' output (multiply input)", h, 0, ElemKind::kAct, Shard::kSp, false});
+    }
   }
 }
 }  // namespace

@@ -21,7 +21,7 @@ enum class Shard {
   kSp,    // split over tp along the sequence only with sequence parallelism
 };
 
-enum class ElemKind { kAct, kMask, kFp32, kIndex };  // activation dtype, 1-byte mask, fp32, int64 index
+enum class ElemKind { kAct, kMask, kFp32, kIndex, kInt32 };  // activation dtype, 1-byte mask, fp32, int64 index, int32
 
 struct SavedTensor {
   const char* op;
@@ -36,6 +36,12 @@ struct SavedTensor {
   bool per_etp = false;
   // Sized by the tokens routed to the rank's experts: x ActShape::expert_load.
   bool expert_rows = false;
+  // Elements whatever the tokens (a per-layer tensor: a weight's cast, group offsets).
+  std::int64_t fixed = 0;
+  // Only with expert parallelism (ActShape::ep > 1).
+  bool ep_only = false;
+  // Elements per token divided by ActShape::ep (a rank's local experts' share).
+  bool per_local_expert = false;
 };
 
 // A dense layer, or a mixture-of-experts layer (router, routed and shared
@@ -60,6 +66,7 @@ struct ActShape {
   // The busiest expert rank's routed tokens over the balanced mean
   // (Training::moe_expert_load); 1 = perfectly balanced.
   double expert_load = 1.0;
+  int ep = 1;         // expert-parallel size (MoE layers)
 };
 
 // Bytes sized by the tokens routed to an expert rank, on the busiest one:
@@ -74,6 +81,8 @@ std::int64_t tensor_bytes(const SavedTensor& t, const ActShape& a);
 // What one transformer layer saves with no recomputation, under a framework's
 // variants (fused or unfused SwiGLU, extra QKV copies, norm statistics).
 TensorList layer_saved_tensors(const Model& m, bool flash_attention, const ActivationVariant& v = {}, LayerKind kind = LayerKind::kDense);
+// Whether a saved tensor exists under this shape (ep_only tensors need ep > 1).
+inline bool saved_under(const SavedTensor& t, const ActShape& a) { return !t.ep_only || a.ep > 1; }
 // What the first stage saves for the embedding, and the last for the final
 // norm, output layer and cross-entropy.
 TensorList embedding_saved_tensors(const Model& m);

@@ -145,7 +145,7 @@ LayerMemory layer_memory(const Spec& s, const Layout& l) {
   const Training& t = s.training;
   const Profile& prof = profile(t.framework);
   const ActShape a{t.seq_length / l.cp, l.mbs, l.tp, l.sp, dtype_bytes(t.precision), t.fp8, l.expert_tp(),
-                   t.moe_expert_load()};
+                   t.moe_expert_load(), l.ep};
   const bool full = l.recompute == Recompute::kFull, fragmentation = s.cluster.fragmentation_modelled();
   LayerMemory r;
   // One pass over each kind's saved tensors gives every mode's bytes and slack.
@@ -268,7 +268,7 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
   // Activations saved for backward, times the micro-batches in flight.
   // With context parallelism each rank holds s/cp tokens of every sequence.
   const ActShape a{t.seq_length / l.cp, l.mbs, l.tp, l.sp, dtype_bytes(t.precision), t.fp8, l.expert_tp(),
-                   t.moe_expert_load()};
+                   t.moe_expert_load(), l.ep};
   const int micro = num_microbatches(s, l);
   const int in_flight = in_flight_chunks(l, micro, stage);
   const std::int64_t per_layer = lm.per_layer;
@@ -339,8 +339,7 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
             return fmt::format("{} {} in flight ({} schedule) x {} layers x {} per layer ({} recompute)",
                                in_flight, unit, sched, layers_per_chunk, human(per_layer), recompute_name(l.recompute));
           }, partial ? "NVIDIA/Megatron-LM@d98e8a64 megatron/core/recompute.py:157-180 (uniform groups / first N layers per chunk)"
-             : m.is_moe() ? "NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/moe/ (router.py:106-111, token_dispatcher.py:"
-                            "660-751, experts.py:928-985; costmodel/activations.cpp add_moe_mlp)"
+             : m.is_moe() ? prof.act.moe_source
                           : prof.act.layer_spec);
   if (first) {
     const int n0 = in_flight_of_chunk(l, micro, stage, 0);

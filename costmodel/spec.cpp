@@ -29,7 +29,7 @@ const char* invalid_name(Invalid r) {
     case Invalid::kExpertGrid: return "etp_ep_not_dividing_tp_cp_dp";
     case Invalid::kEtpFfn: return "moe_ffn_not_divisible_by_etp";
     case Invalid::kMoeSp: return "moe_tp_needs_sp";
-    case Invalid::kMoeFramework: return "moe_megatron_only";
+    case Invalid::kMoeFramework: return "moe_not_in_framework";
     case Invalid::kCount: break;
   }
   return "?";
@@ -192,7 +192,7 @@ std::optional<Invalid> layout_invalid(const Spec& s, const Layout& l, bool check
     if ((std::int64_t(l.dp) * l.tp * l.cp) % (std::int64_t(etp) * l.ep)) return Invalid::kExpertGrid;
     if (m.moe_ffn_hidden_size % etp) return Invalid::kEtpFfn;
     if (l.tp > 1 && !l.sp) return Invalid::kMoeSp;
-    if (s.training.framework != Framework::kMegatron) return Invalid::kMoeFramework;
+    if (moe_unsupported(profile(s.training.framework), m, l)) return Invalid::kMoeFramework;
   }
   if (l.vpp < 1 || (l.vpp > 1 && (l.pp < 2 || l.schedule == Schedule::kGPipe))) return Invalid::kVpp;
   if (l.pp > m.num_layers || l.vpp > m.num_layers) return Invalid::kLayersPp;
@@ -372,8 +372,8 @@ std::optional<LayoutProblem> resolve_layout(const Spec& s, Layout* l, bool check
                                " > 1 needs sequence parallelism, sp=1 (Megatron-LM moe_layer.py:636-639 raises without it)"};
     case Invalid::kMoeFramework:
       return LayoutProblem{*r, "framework",
-                           std::string("mixtures of experts are modelled as Megatron-core runs them (framework megatron); "
-                                       "got framework ") + framework_name(t.framework)};
+                           std::string("framework ") + framework_name(t.framework) + ": " +
+                               moe_unsupported(profile(t.framework), s.model, *l)};
     case Invalid::kCount: break;
   }
   return LayoutProblem{*r, "layout", invalid_name(*r)};

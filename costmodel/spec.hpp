@@ -55,7 +55,7 @@ enum class Invalid {
   kExpertGrid,      // (tp·cp·dp) % (etp·ep): the expert grid does not tile the stage's ranks
   kEtpFfn,          // moe_ffn_hidden_size % etp
   kMoeSp,           // a mixture of experts with tp > 1 and no sequence parallelism
-  kMoeFramework,    // a mixture of experts under a framework profile other than Megatron-LM's
+  kMoeFramework,    // a mixture of experts under a framework (or layout) whose MoE is not modelled
   kCount
 };
 const char* invalid_name(Invalid r);

@@ -153,6 +153,9 @@ double layer_memory_bound_bytes(const Model& m, const Training& t, const Layout&
     bytes += 4.0 * 4 * double(m.num_experts) * tok / l.tp;
     const double local = double(m.num_experts) / l.ep;
     bytes += (2 + (local > 1 ? 2 : 0)) * 2 * tok * k / l.tp * h * ab;
+    // The framework's own passes over the rank's routed copies and tokens (TimeVariant).
+    bytes += (v.moe_combine_act_passes * ab + v.moe_combine_fp32_passes * 4.0) * tok * k / l.tp * h +
+             (v.moe_router_act_passes * ab + v.moe_router_fp32_passes * 4.0) * tn * h;
   } else {
     bytes += (m.gated() ? 3 : 2) * f * tok * ab;
   }
@@ -748,8 +751,7 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
                          "per rank over ep {} ({} node{}), etp {}, the busiest expert rank at {:g}x the mean",
                          moe_layers, pl.ep_forward_s * 1e3, pl.ep_backward_s * 1e3, moe_alltoall_bytes(m, t, l) / 1e6, l.ep,
                          g.ep.nodes, g.ep.nodes > 1 ? "s" : "", l.expert_tp(), t.moe_expert_load());
-    }, "NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/moe/token_dispatcher.py:682-900; "
-       "model_parallel_config.py:343 (no overlap by default)");
+    }, tv.moe_alltoall);
   }
   r.pp_comm_s = pipeline_p2p_time(m, t, l, c, g.pp, g.tp);
   if (out_stage != ce_stage && stage >= out_stage) {

@@ -464,3 +464,85 @@ TEST_CASE("Routing balance: the busiest expert rank sizes the dispatched tokens,
   CHECK(bad.code == 2);
   CHECK(bad.err.find("--moe-expert-capacity-factor") != std::string::npos);
 }
+
+TEST_CASE("torchtitan MoE (framework fsdp): what its layers save, worked by hand, and where it is refused", "[moe][frameworks]") {
+  Spec s = test::spec_for(mixtral(), 64, 4096, 512);
+  s.cluster = test::cluster("dgx-h100");
+  s.cluster.gpus_per_node = 8;
+  s.num_nodes = 8;
+  s.training.framework = Framework::kFsdp;
+  s.training.flash_attention = true;
+  Layout ok = parse_layout("dp=64,tp=1,ep=8,pp=1,zero=3,mbs=1");
+  REQUIRE_FALSE(resolve_layout(s, &ok));
+
+  // Refused: torchtitan's tensor-parallel experts, DeepSpeed-MoE, nanotron
+  // (no MoE in its library), multi-latent attention under torchtitan.
+  Layout tp = parse_layout("dp=32,tp=2,sp=1,ep=8,pp=1,zero=3");
+  auto ptp = resolve_layout(s, &tp);
+  REQUIRE(ptp);
+  CHECK(ptp->reason == Invalid::kMoeFramework);
+  CHECK(ptp->field == "framework");
+  CHECK(ptp->message.find("tp = 1") != std::string::npos);
+  for (auto [f, says] : {std::pair{Framework::kDeepSpeed, "DeepSpeed-MoE"}, std::pair{Framework::kNanotron, "examples/moe"}}) {
+    Spec o = s;
+    o.training.framework = f;
+    Layout l = parse_layout("dp=64,tp=1,ep=8,pp=1,zero=1");
+    auto p = resolve_layout(o, &l);
+    REQUIRE(p);
+    CHECK(p->reason == Invalid::kMoeFramework);
+    CHECK(p->message.find(says) != std::string::npos);
+  }
+  Spec ds = s;
+  ds.model = deepseek_v3();
+  Layout dl = parse_layout("dp=64,tp=1,ep=64,pp=1,zero=3");
+  auto pdl = resolve_layout(ds, &dl);
+  REQUIRE(pdl);
+  CHECK(pdl->reason == Invalid::kMoeFramework);
+  CHECK(pdl->message.find("multi-latent") != std::string::npos);
+
+  // One Mixtral MoE layer, seq 4096, mbs 1, ep 8, the busiest expert rank at
+  // 1.25x the mean: what its MLP saves beyond the dense MLP of the same layer
+  // (attention and norms are the same tensors). Mixtral: h 4096, 8 experts of
+  // ffn 14336, top-2; T = 4096 tokens.
+  //   router: fp32 input 4h = 16384 B; fp32 scores 8 x 4 = 32; int64 top-k ids 16
+  //   reorder: argsort 16, token indices 16; ep permute 2 x 8 x 1.25 = 20
+  //   experts (x 1.25): 2 copies x (h + 4 x 14336) x 2 B = 245760 -> 307200
+  //   combine: fp32 expert output 2 x 4096 x 4 = 32768, sorted scores 8
+  //   = 356460 B per token -> x 4096 = 1,460,060,160
+  //   per layer: the fp32 gate weight 8 x 4096 x 4 = 131072, int32 offsets of 8/8 experts 4
+  // The dense MLP: fc1 input 8192 + w1|w3 outputs 57344 + SiLU output 28672 +
+  // fc2 input 28672 = 122880 B per token -> 503,316,480.
+  const Profile& titan = profile(Framework::kFsdp);
+  const ActShape a{4096, 1, 1, false, 2, false, 1, 1.25, 8};
+  const std::int64_t moe = layer_activation_bytes(s.model, true, Recompute::kNone, a, titan.act, LayerKind::kMoe);
+  const std::int64_t dense = layer_activation_bytes(s.model, true, Recompute::kNone, a, titan.act, LayerKind::kDense);
+  CHECK(moe - dense == (1'460'060'160 + 131'072 + 4) - 503'316'480);
+  // Without expert parallelism there is no expert-major permute: 20 B per token less.
+  const ActShape a1{4096, 1, 1, false, 2, false, 1, 1.25, 1};
+  const std::int64_t moe1 = layer_activation_bytes(s.model, true, Recompute::kNone, a1, titan.act, LayerKind::kMoe);
+  CHECK(moe - moe1 == 20 * 4096 + 4 - 32);  // and the offsets of all 8 experts (32 B) instead of 1 (4 B)
+
+  // Time: torchtitan's own passes in the memory-bound term, against
+  // Megatron's on the same layout: the combine's fp32 score multiply (2
+  // activation-dtype + 4 fp32 passes over the 2 x 4096 routed copies of h)
+  // and the router's fp32 cast (read 2 B, write 4 B per element of 4096 x h),
+  // forward once and backward twice (x 3), in each of the 32 layers.
+  Spec mg = s;
+  mg.training.framework = Framework::kMegatron;
+  Layout lm = ok;
+  REQUIRE_FALSE(resolve_layout(mg, &lm));
+  auto memory_bound = [](const Spec& sp, const Layout& l) {
+    for (const TimeTerm& t : stage_time_terms(sp, l, 0))
+      if (t.name == "memory-bound ops") return t.seconds;
+    return -1.0;
+  };
+  const double extra_bytes = (2 * 2 + 4 * 4) * 2.0 * 4096 * 4096 + (2 + 4) * 4096.0 * 4096;  // 771,751,936
+  CHECK(extra_bytes == 771'751'936.0);
+  const double per_second = 3350e9 * s.cluster.hbm_efficiency;  // DGX H100: 3.35 TB/s HBM3 x the cluster's efficiency
+  CHECK(memory_bound(s, ok) - memory_bound(mg, lm) == Approx(32 * 3 * extra_bytes / per_second).epsilon(1e-9));
+  // The all-to-alls are read from torchtitan's dispatcher, exposed.
+  bool cited = false;
+  for (const TimeTerm& t : stage_time_terms(s, ok, 0))
+    if (t.name == "expert all-to-alls (exposed)") cited = t.source.find("torchtitan") != std::string::npos;
+  CHECK(cited);
+}

@@ -53,7 +53,7 @@ void state(const Training& t, const Layout& l, StateBuffers* out) {
 }  // namespace
 
 const Profile& deepspeed_profile() {
-  static const Profile p = with_post_step_param_gather(Profile{
+  static const Profile p = without_moe(with_post_step_param_gather(Profile{
       Framework::kDeepSpeed,
       "deepspeed",
       "DeepSpeed ZeRO 0-3 with bf16 (default wrappers), an unfused PyTorch model",
@@ -92,7 +92,12 @@ const Profile& deepspeed_profile() {
                   "nll_loss gathers; backward nll_loss_backward writes a dense gradient (1), log_softmax_backward reads "
                   "the gradient and the output and writes (3)",
                   0, ""}},
-      DS "deepspeed/runtime/zero/stage_1_and_2.py:2394-2401 (step(): all_gather_dp_groups of the updated bit16 partitions, synchronous, in allgather_bucket_size buckets, before step() returns)");
+      DS "deepspeed/runtime/zero/stage_1_and_2.py:2394-2401 (step(): all_gather_dp_groups of the updated bit16 partitions, synchronous, in allgather_bucket_size buckets, before step() returns)"),
+      // DeepSpeed-MoE routes differently from what paraplan models (top-1/top-2
+      // gating with a capacity and dense one-hot einsum dispatch): not modelled.
+      "DeepSpeed-MoE (deepspeedai/DeepSpeed@edaa7221 deepspeed/moe/layer.py, sharded_moe.py:235 top1gating, "
+      "top2gating: top-1/top-2 gating with a capacity, einsum dispatch) is not modelled; use framework megatron or fsdp (torchtitan) for a "
+      "mixture of experts");
   return p;
 }
 

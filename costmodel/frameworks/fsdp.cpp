@@ -22,10 +22,25 @@ void state(const Training& t, const Layout&, StateBuffers* out) {
             "pytorch torch.optim.AdamW on DTensor shards: state in the parameter dtype"});
 }
 
+// torchtitan's MoE as modelled here: experts sharded over ep, not tp (the
+// grouped experts' TP sharding and DTensor sequence parallelism are not
+// modelled), GQA/MHA attention (its DeepSeek-V3 multi-latent attention is not
+// Megatron's, which is what the MLA terms describe), SwiGLU experts
+// (GroupedExperts has w1, w2, w3 only: moe.py:45-53).
+const char* moe_layout(const Model& m, const Layout& l) {
+  if (l.tp > 1 || l.expert_tp() > 1)
+    return "a mixture of experts under torchtitan is modelled with tp = 1 and etp = 1 (its tensor-parallel "
+           "experts are not); use ep and dp";
+  if (m.mla()) return "torchtitan's multi-latent attention (models/deepseek_v3) is not modelled; use framework megatron";
+  if (!m.gated()) return "torchtitan's GroupedExperts are SwiGLU (w1, w2, w3: models/common/moe.py:45-53); this model's experts are not gated";
+  return nullptr;
+}
+
 }  // namespace
 
 const Profile& fsdp_profile() {
-  static const Profile p{
+  static const Profile p = [] {
+    Profile p{
       Framework::kFsdp,
       "fsdp",
       "PyTorch FSDP2 / torchtitan: fp32 sharded params, bf16 all-gather, fp32 reduce-scatter, eager ops",
@@ -40,7 +55,12 @@ const Profile& fsdp_profile() {
           false, "",
           true, "pytorch: RMSNorm saves its fp32 rstd (the oracle measures it)",
           TT "torchtitan/models/llama3/model.py (Attention, FeedForward, TransformerBlock), eager",
-          false, TT "torchtitan/models/common/nn_modules.py:134 (nn.RMSNorm; modelled as PyTorch's fused rms_norm: input + fp32 rstd)"},
+          false, TT "torchtitan/models/common/nn_modules.py:134 (nn.RMSNorm; modelled as PyTorch's fused rms_norm: input + fp32 rstd)",
+          MoeImpl::kTorchtitan,
+          TT "torchtitan/models/common/moe.py:290-317 (router gate under fp32 autocast, sigmoid/softmax, topk, gather), "
+             ":94-108 (GroupedExperts: torch._grouped_mm w1, w3, silu, multiply, w2), token_dispatcher.py:93-100 "
+             "(argsort reorder, x[indices]), :501-559 (EP permute / unpermute), :614-627 (combine: fp32 score multiply, "
+             "deterministic_scatter_add), ops/scatter_add.py:36-42 (saves the index)"},
       LossVariant{true, true, false, 0,
                   TT "torchtitan/components/loss.py:57-58 (F.cross_entropy(pred.float())); pred held until the loss returns",
                   false, "nothing is freed before the fp32 requests"},
@@ -65,6 +85,21 @@ const Profile& fsdp_profile() {
                      "each row twice and writes it (3 passes); backward nll_loss_backward writes a dense gradient (1), "
                      "log_softmax_backward reads the gradient and the output and writes (3)",
                   0, ""}};
+    p.moe_layout_unsupported = moe_layout;
+    // The combine (token_dispatcher.py:616-619): .to(float32) reads the expert
+    // output and writes fp32, the score multiply reads and writes fp32, .to()
+    // back reads fp32 and writes the activation dtype; the router's fp32
+    // autocast (moe.py:291-292) reads the norm output and writes its fp32 cast.
+    p.time.moe_combine_act_passes = 2;
+    p.time.moe_combine_fp32_passes = 4;
+    p.time.moe_router_act_passes = 1;
+    p.time.moe_router_fp32_passes = 1;
+    p.time.moe_passes = TT "torchtitan/models/common/token_dispatcher.py:616-619 (fp32 score multiply), moe.py:291-292 "
+                           "(router gate under fp32 autocast)";
+    p.time.moe_alltoall = TT "torchtitan/models/common/token_dispatcher.py:245-370 (token-count exchange, then "
+                             "all_to_all_single dispatch and combine, synchronous: no overlap)";
+    return p;
+  }();
   return p;
 }
 

@@ -30,7 +30,7 @@ void state(const Training& t, const Layout& l, StateBuffers* out) {
 }  // namespace
 
 const Profile& nanotron_profile() {
-  static const Profile p = with_post_step_param_gather(Profile{
+  static const Profile p = without_moe(with_post_step_param_gather(Profile{
       Framework::kNanotron,
       "nanotron",
       "nanotron Llama (bench2): fp32 gradient accumulation, DDP buckets, flash attention, unfused GLU",
@@ -93,7 +93,9 @@ const Profile& nanotron_profile() {
                      "ffn beside the multiply's 3 ffn)"},
       true,
       NT "src/nanotron/models/base.py:214-240 (blocks assigned by cumulative compute cost), models/llama.py:913-925 (the costs)"},
-      NT "src/nanotron/optim/zero.py:118-119 (step(): _all_gather_params after the update), src/nanotron/distributed.py:201-206 (one dist.all_gather of the flattened shard, synchronous)");
+      NT "src/nanotron/optim/zero.py:118-119 (step(): _all_gather_params after the update), src/nanotron/distributed.py:201-206 (one dist.all_gather of the flattened shard, synchronous)"),
+      "nanotron has no mixture-of-experts layer in its library (huggingface/nanotron@67c5ebb6: only examples/moe/, "
+      "a LlaMoE model on megablocks); use framework megatron or fsdp (torchtitan)");
   return p;
 }
 

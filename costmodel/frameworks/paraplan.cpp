@@ -50,6 +50,7 @@ const Profile& paraplan_profile() {
     p.cublas_workspace_in_allocator = false;
     p.runtime_extra_mib = 16;
     p.runtime_extra = "validate/gpu/cuda_context.cpp:75 (device scratch, kScratchBytes)";
+    p.moe_note = "paraplan's executor (validate) runs dense layers only";
     return p;
   }();
   return p;

@@ -34,6 +34,12 @@ double grad_reduce_bytes(const Profile& p, const Training& t) {
   return p.grad_reduce_bytes ? p.grad_reduce_bytes(t) : dtype_bytes(t.grad_dtype);
 }
 
+const char* moe_unsupported(const Profile& p, const Model& m, const Layout& l) {
+  if (!m.is_moe()) return nullptr;
+  if (p.moe_note) return p.moe_note;
+  return p.moe_layout_unsupported ? p.moe_layout_unsupported(m, l) : nullptr;
+}
+
 const char* framework_unsupported(const Profile& p, const Layout& l) {
   if (l.zero < 0 || l.zero > 3 || !p.zero_supported[l.zero]) return p.zero_note;
   if (!p.recompute_supported[int(l.recompute)]) return p.recompute_note;

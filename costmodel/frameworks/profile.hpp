@@ -43,6 +43,14 @@ enum class BucketRule {
   kFixedIpg,      // ZeRO 1-2: a fixed-size bucket in the parameter dtype, whatever the model (DeepSpeed IPG)
 };
 
+// Which framework's mixture-of-experts layer a profile runs: the tensors its
+// routing, token dispatch, grouped experts and combine save differ
+// (costmodel/activations.cpp add_moe_mlp).
+enum class MoeImpl {
+  kMegatron,    // Megatron-core: all-to-all dispatcher, fused weighted SwiGLU (the default)
+  kTorchtitan,  // torchtitan: fp32 router, argsort reorder, torch._grouped_mm experts, fp32 score multiply
+};
+
 // What one layer's ops save beyond the op list every stack shares
 // (costmodel/activations.cpp), per variant the framework runs.
 struct ActivationVariant {
@@ -65,6 +73,10 @@ struct ActivationVariant {
   // multiplies, not the input itself.
   bool rmsnorm_eager_upcast = false;
   Source rmsnorm_eager;
+  // A mixture-of-experts layer's MLP, as this framework runs it.
+  MoeImpl moe = MoeImpl::kMegatron;
+  Source moe_source = "NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/moe/ (router.py:106-111, "
+                      "token_dispatcher.py:660-751, experts.py:928-985)";
 };
 
 // The output layer and cross-entropy, as three tensors per logit: the
@@ -147,6 +159,16 @@ struct TimeVariant {
   // whole, before the next forward (DeepSpeed, nanotron), on the step's path.
   bool param_gather_overlaps_forward = true;
   Source param_gather = "";
+  // Mixtures of experts: passes the framework's own MoE code makes beyond the
+  // shared list (costmodel/time.cpp), each a read or a write of one tensor, in
+  // the activation dtype or in fp32: over the rank's k routed copies of h (the
+  // combine) and over each token's h (the router's input).
+  int moe_combine_act_passes = 0, moe_combine_fp32_passes = 0;
+  int moe_router_act_passes = 0, moe_router_fp32_passes = 0;
+  Source moe_passes = "";
+  // Where the expert all-to-alls are read, and that they are exposed.
+  Source moe_alltoall = "NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/moe/token_dispatcher.py:682-900; "
+                        "model_parallel_config.py:343 (no overlap by default)";
   // The passes and their source for a run: the fused ones when asked for and the framework has them.
   bool ce_fused(bool fusion) const { return fusion && fused_ce_fp32_passes_forward >= 0; }
   int ce_forward(bool fusion) const { return ce_fused(fusion) ? fused_ce_fp32_passes_forward : ce_fp32_passes_forward; }
@@ -215,6 +237,12 @@ struct Profile {
   // besides the CUDA context, cuBLAS workspace and NCCL buffers, in MiB.
   double runtime_extra_mib = 0;
   Source runtime_extra = "";
+  // Why a mixture-of-experts model cannot be planned under this framework;
+  // nullptr: it has MoE layers, modelled as ActivationVariant::moe says.
+  const char* moe_note = nullptr;
+  // What MoE under this framework needs of a layout, or why not; nullptr: any
+  // layout the expert grid allows (costmodel/spec.cpp checks ep, etp, sp).
+  const char* (*moe_layout_unsupported)(const Model&, const Layout&) = nullptr;
 };
 
 // A profile whose ZeRO-1/2 parameter all-gather runs whole after the
@@ -224,6 +252,16 @@ inline Profile with_post_step_param_gather(Profile p, Source src) {
   p.time.param_gather = src;
   return p;
 }
+
+// A profile with no mixture-of-experts layers modelled, and why (Profile::moe_note).
+inline Profile without_moe(Profile p, const char* why) {
+  p.moe_note = why;
+  return p;
+}
+
+// Why a mixture-of-experts model cannot run under the framework with this
+// layout; nullptr if it can (or the model is dense).
+const char* moe_unsupported(const Profile& p, const Model& m, const Layout& l);
 
 // What a framework's gradient reduction moves per parameter, in bytes.
 double grad_reduce_bytes(const Profile& p, const Training& t);

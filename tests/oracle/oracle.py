@@ -28,6 +28,10 @@ divided by tp):
     attention, GeLU), fp32, for the profiles of stacks that run the user's
     eager PyTorch model (deepspeed, fsdp); their loss is F.cross_entropy on
     logits.float().
+  * torchtitan mixture-of-experts layer (fsdp profile), bf16, ep = 1: its
+    router, dispatcher, grouped experts and combine in PyTorch ops, with
+    torch._grouped_mm (missing from this PyTorch) as a stand-in that saves
+    what its autograd formula reads.
 Exit status: 0 all equal, 1 a mismatch, 77 torch cannot be imported (skipped).
 """
 import json
@@ -253,6 +257,89 @@ def llama_eager_layer(style, h, heads, kv, ffn, s, b, tp, dtype=torch.bfloat16):
     return counter.total()
 
 
+class GroupedMM(torch.autograd.Function):
+    """torch._grouped_mm(A, B_t, offs) (PyTorch 2.8+, absent from this PyTorch):
+    one matmul per group of rows, saving what its autograd formula reads
+    (pytorch tools/autograd/derivatives.yaml, _grouped_mm: self, mat2, offs)."""
+
+    @staticmethod
+    def forward(ctx, a, b_t, offs):
+        ctx.save_for_backward(a, b_t, offs)
+        out, start = [], 0
+        for e, end in enumerate(offs.tolist()):
+            out.append(a[start:end] @ b_t[e])
+            start = end
+        return torch.cat(out)
+
+    @staticmethod
+    def backward(ctx, g):
+        raise NotImplementedError
+
+
+def titan_moe_layer(h, heads, kv, moe_ffn, experts, top_k, shared, s, b, score="softmax", dtype=torch.bfloat16):
+    """Saved bytes of one torchtitan MoE decoder layer (pytorch/torchtitan@b5bcd76c,
+    torchtitan/models/common/moe.py and token_dispatcher.py), ep = 1 (the
+    LocalTokenDispatcher), tp = 1: the llama3-style attention of
+    llama_eager_layer('titan') with fused RMSNorms, then the router under fp32
+    autocast (on CUDA, autocast to float32 casts F.linear's input and weight:
+    written out here as .float(), since CPU autocast has no float32), top-k
+    routing, the argsort reorder, grouped SwiGLU experts (GroupedMM stands in
+    for torch._grouped_mm), the fp32 score multiply and scatter_add, and
+    `shared` shared experts as one FeedForward of shared x moe_ffn."""
+    a, g, d = heads, kv, h // heads
+    p = lambda *shape: torch.randn(*shape, dtype=dtype, requires_grad=True)
+    n1, n2 = p(h), p(h)
+    wq, wk, wv, wo = p(a * d, h), p(g * d, h), p(g * d, h), p(h, a * d)
+    gate = p(experts, h)
+    w1, w3, w2 = p(experts, moe_ffn, h), p(experts, moe_ffn, h), p(experts, h, moe_ffn)
+    fs = shared * moe_ffn
+    sw1, sw3, sw2 = p(fs, h), p(fs, h), p(h, fs)
+    expert_bias = torch.zeros(experts)  # a buffer (moe.py:382-386), not an activation
+    pos = torch.arange(s).float()[:, None] * torch.arange(d // 2).float()[None, :] / d
+    cache = torch.polar(torch.ones(s, d // 2), pos)
+    x = torch.randn(b, s, h, dtype=dtype, requires_grad=True)
+    counter = SavedCounter([n1, n2, wq, wk, wv, wo, gate, w1, w3, w2, sw1, sw3, sw2, cache, expert_bias])
+    with counter.hooks():
+        xn = FusedRMSNorm.apply(x, n1, 1e-6)
+        q = F.linear(xn, wq).view(b, s, a, d)
+        k = F.linear(xn, wk).view(b, s, g, d)
+        v = F.linear(xn, wv).view(b, s, g, d)
+        cc = cache[None, :, None, :]
+        q = torch.view_as_real(torch.view_as_complex(q.float().reshape(b, s, a, -1, 2)) * cc).flatten(-2).type_as(q)
+        k = torch.view_as_real(torch.view_as_complex(k.float().reshape(b, s, g, -1, 2)) * cc).flatten(-2).type_as(k)
+        out = FlashAttn.apply(q.reshape(b * s, a, d), k.reshape(b * s, g, d), v.reshape(b * s, g, d), b, s)
+        hid = x + F.linear(out.view(b, s, a * d), wo)
+        x_td = FusedRMSNorm.apply(hid, n2, 1e-6).view(b * s, h)
+        # TokenChoiceTopKRouter.forward (moe.py:290-329)
+        scores = F.linear(x_td.float(), gate.float())
+        scores = torch.sigmoid(scores) if score == "sigmoid" else F.softmax(scores, dim=-1)
+        _, ids = torch.topk(scores + expert_bias, k=top_k, dim=-1, sorted=False)
+        topk_scores = scores.gather(dim=-1, index=ids) * 1.0
+        with torch.no_grad():
+            routing_map = torch.zeros_like(scores, dtype=torch.bool).scatter_(-1, ids, True)
+            per_expert = routing_map.sum(dim=0)
+        # LocalTokenDispatcher._local_reorder (token_dispatcher.py:93-100)
+        order = torch.argsort(ids.view(-1), stable=True)
+        sorted_scores = topk_scores.view(-1)[order]
+        tokens = order // top_k
+        routed = x_td[tokens]
+        # GroupedExperts.forward (moe.py:81-108)
+        offs = torch.cumsum(per_expert, dim=0, dtype=torch.int32)
+        hr = F.silu(GroupedMM.apply(routed, w1.transpose(-2, -1), offs))
+        hr = hr * GroupedMM.apply(routed, w3.transpose(-2, -1), offs)
+        routed_out = GroupedMM.apply(hr, w2.transpose(-2, -1), offs).type_as(routed)
+        # LocalTokenDispatcher.combine (token_dispatcher.py:156-169); the scatter_add's autograd saves its index
+        # (ops/scatter_add.py:36-42, as torch's own scatter_add does)
+        moe_out = torch.zeros_like(x_td)
+        routed_out = (routed_out.to(torch.float32) * sorted_scores.reshape(-1, 1)).to(routed_out.dtype)
+        moe_out = moe_out.scatter_add(0, tokens.reshape(-1, 1).expand(-1, h), routed_out)
+        if shared:  # FeedForward (feed_forward.py:53-54)
+            moe_out = moe_out + F.linear(F.silu(F.linear(x_td, sw1)) * F.linear(x_td, sw3), sw2)
+        y = hid + moe_out.view(b, s, h)
+    del y
+    return counter.total()
+
+
 def gpt_layer(h, heads, ffn, s, b, tp, dtype=torch.float32):
     """Saved bytes of one eager GPT-style layer (no dropout), heads/ffn split by tp."""
     a, d, f = heads // tp, h // heads, ffn // tp
@@ -315,9 +402,10 @@ def loss_peak(kind, h, s, b, vocab_rows, dtype):
     return min(peaks)
 
 
-def predicted(framework, style, h, heads, kv, ffn, s, b, tp, vocab, dtype, flash):
+def predicted(framework, style, h, heads, kv, ffn, s, b, tp, vocab, dtype, flash, moe=()):
     out = subprocess.run([PROBE, framework, style, str(h), str(heads), str(kv), str(ffn), str(s), str(b), str(tp),
-                          str(vocab), dtype, "1" if flash else "0"], check=True, capture_output=True, text=True)
+                          str(vocab), dtype, "1" if flash else "0"] + [str(x) for x in moe], check=True,
+                         capture_output=True, text=True)
     return json.loads(out.stdout)
 
 
@@ -347,6 +435,16 @@ def main():
                 pred = predicted(framework, "llama", h, heads, kv, ffn, s, b, tp, vocab, "bf16", True)
                 rows.append((framework, f"llama-{style} h{h} a{heads} g{kv} f{ffn} s{s} b{b} tp{tp}", "layer saved",
                              meas, pred["layer_saved_bytes"]))
+    # torchtitan mixtures of experts (fsdp profile), ep = 1: (h, heads, kv, moe_ffn, experts, top-k, shared, s, b,
+    # score function): Mixtral-like (softmax, top-2 of 8), Qwen3-MoE-like (softmax, top-8 of 16) and
+    # DeepSeek-like (sigmoid, top-4 of 16 + 1 shared expert).
+    moe_shapes = [(256, 8, 2, 448, 8, 2, 0, 96, 2, "softmax"), (192, 6, 6, 128, 16, 8, 0, 64, 3, "softmax"),
+                  (256, 8, 8, 160, 16, 4, 1, 128, 1, "sigmoid")]
+    for (h, heads, kv, f, e, k, sh, s, b, score) in moe_shapes:
+        meas = titan_moe_layer(h, heads, kv, f, e, k, sh, s, b, score)
+        pred = predicted("fsdp", "llama", h, heads, kv, f, s, b, 1, 1024, "bf16", True, (e, k, sh))
+        rows.append(("fsdp", f"moe-titan h{h} a{heads} g{kv} E{e} k{k} f{f} sh{sh} s{s} b{b}", "layer saved", meas,
+                     pred["layer_saved_bytes"]))
     for framework in ("fsdp", "deepspeed"):
         for (h, heads, kv, ffn, s, b, vocab) in gpt_shapes:
             for tp in (1, 2):

@@ -1,9 +1,12 @@
 // paraplan's side of the PyTorch oracle (tests/oracle/oracle.py): prints, as
 // one JSON line, what a framework profile predicts for one transformer layer's
 // saved tensors and for the loss's forward peak at the shape given.
-//   paraplan_oracle_probe FRAMEWORK STYLE H HEADS KV FFN S B TP VOCAB DTYPE FLASH
+//   paraplan_oracle_probe FRAMEWORK STYLE H HEADS KV FFN S B TP VOCAB DTYPE FLASH [E K SHARED]
 // STYLE: llama (RMSNorm, SwiGLU, no biases) | gpt (LayerNorm, GeLU, biases);
 // no dropout; TP splits heads, kv heads, ffn and vocabulary by TP (no SP).
+// With E K SHARED the layer is a mixture of experts: E routed experts of
+// width FFN, top-K, SHARED shared experts, ep = 1 (every routed copy local,
+// so the expert rows are exactly K per token whatever the routing).
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -17,8 +20,8 @@
 using namespace paraplan;
 
 int main(int argc, char** argv) {
-  if (argc != 13) {
-    std::cerr << "usage: paraplan_oracle_probe FRAMEWORK STYLE H HEADS KV FFN S B TP VOCAB DTYPE FLASH\n";
+  if (argc != 13 && argc != 16) {
+    std::cerr << "usage: paraplan_oracle_probe FRAMEWORK STYLE H HEADS KV FFN S B TP VOCAB DTYPE FLASH [E K SHARED]\n";
     return 2;
   }
   Framework f;
@@ -44,15 +47,23 @@ int main(int argc, char** argv) {
   const std::int64_t vocab = std::atoll(argv[10]);
   const int act = std::string(argv[11]) == "fp32" ? 4 : 2;
   const bool flash = std::string(argv[12]) == "1";
+  LayerKind kind = LayerKind::kDense;
+  if (argc == 16) {
+    m.num_experts = std::atoi(argv[13]);
+    m.experts_per_token = std::atoi(argv[14]);
+    m.num_shared_experts = std::atoi(argv[15]);
+    m.moe_ffn_hidden_size = m.ffn_hidden_size;
+    kind = LayerKind::kMoe;
+  }
   const Profile& p = profile(f);
-  const ActShape a{s, b, tp, false, act};
+  const ActShape a{s, b, tp, false, act, false, 1, 1.0, 1};
   nlohmann::json j;
-  j["layer_saved_bytes"] = layer_activation_bytes(m, flash, Recompute::kNone, a, p.act);
+  j["layer_saved_bytes"] = layer_activation_bytes(m, flash, Recompute::kNone, a, p.act, kind);
   j["loss_peak_bytes"] = loss_forward_peak_bytes(p.loss, s * b, vocab / tp, act);
   // The same without the per-token row tensors: the logit-sized tensors only.
   j["loss_peak_logit_bytes"] = loss_forward_peak_bytes(p.loss, s * b, vocab / tp, act) - s * b * p.loss.row_bytes_per_token;
   nlohmann::json tensors = nlohmann::json::array();
-  for (const SavedTensor& t : layer_saved_tensors(m, flash, p.act))
+  for (const SavedTensor& t : layer_saved_tensors(m, flash, p.act, kind))
     tensors.push_back({{"op", t.op}, {"tensor", t.tensor}, {"bytes", tensor_bytes(t, a)}});
   j["tensors"] = tensors;
   std::cout << j.dump() << "\n";
