@@ -320,11 +320,11 @@ TransientPeak layer_transient_peak(const Model& m, bool flash, Recompute r, cons
                                    const ActivationVariant& v, LayerKind kind) {
   const std::int64_t none = layer_activation_bytes(m, flash, Recompute::kNone, a, v, kind);
   const std::int64_t core = none - layer_activation_bytes(m, flash, Recompute::kSelective, a, v, kind);
-  return layer_transient_peak(m, flash, r, a, none, core, kind);
+  return layer_transient_peak(m, flash, r, a, none, core, kind, v.moe);
 }
 
 TransientPeak layer_transient_peak(const Model& m, bool flash, Recompute r, const ActShape& a, std::int64_t none,
-                                   std::int64_t core, LayerKind kind) {
+                                   std::int64_t core, LayerKind kind, MoeImpl moe) {
   const std::int64_t sb = a.s * a.b, tp = a.tp, e = a.act_bytes;
   const std::int64_t X = sb * m.hidden_size * e / (a.sp ? tp : 1);  // hidden state, sequence-sharded with SP
   const std::int64_t H = sb * m.hidden_size * e;                    // full hidden state (row-parallel partial sum)
@@ -366,8 +366,21 @@ TransientPeak layer_transient_peak(const Model& m, bool flash, Recompute r, cons
     auto load = [&](std::int64_t x) { return at_expert_load(x, a); };
     const std::int64_t P = rows * m.hidden_size * e, Pg = load(P * a.etp);
     const std::int64_t Gk = load(rows * f * e), Uk = load(rows * fin * e);
-    if (a.etp > 1) at(dres_if_recompute + R + Pg + 2 * Pg + 2 * P, "forward: expert output, its fp32 copy and the reduce-scatter output");
-    else at(dres_if_recompute + R + 2 * P, "forward: expert output and the combine all-to-all output");
+    if (moe == MoeImpl::kTorchtitan) {
+      // torchtitan's combine (token_dispatcher.py:614-619; etp = 1): the expert
+      // output Pg (still referenced by RoutedExperts.forward), the combine's
+      // input P (the all-to-all output with ep > 1, the same tensor without),
+      // the fp32 score product 2P and its cast back P; the fp32 copy of the
+      // output is saved (counted above). Backward: the cast's fp32 gradient and
+      // the multiply's fp32 input gradient, 2P each.
+      at(dres_if_recompute + R + Pg + (a.ep > 1 ? P : 0) + 2 * P + P,
+         "forward: expert output, the combine's fp32 score product and its cast");
+      at(base + 4 * P, "backward: the combine's fp32 product gradient and its input gradient");
+    } else if (a.etp > 1) {
+      at(dres_if_recompute + R + Pg + 2 * Pg + 2 * P, "forward: expert output, its fp32 copy and the reduce-scatter output");
+    } else {
+      at(dres_if_recompute + R + 2 * P, "forward: expert output and the combine all-to-all output");
+    }
     at(base + 2 * P + Pg, "backward: residual grad + combine gradients (all-to-all, all-gather)");
     at(base + Pg + Gk, "backward: residual grad + expert output grad + fc2-input grad");
     at(base + Gk + Uk, "backward: residual grad + expert fc2-input grad + fc1-output grad");

@@ -116,7 +116,7 @@ TransientPeak layer_transient_peak(const Model& m, bool flash, Recompute r, cons
 // The same from a layer's saved bytes with no recompute (`none`) and of its
 // attention core alone (`core`), for callers that have them.
 TransientPeak layer_transient_peak(const Model& m, bool flash, Recompute r, const ActShape& a, std::int64_t none,
-                                   std::int64_t core, LayerKind kind);
+                                   std::int64_t core, LayerKind kind, MoeImpl moe = MoeImpl::kMegatron);
 
 // One pass over a layer's saved tensors: its bytes and rounding slack with no
 // recompute, with selective recompute (the attention core dropped) and with

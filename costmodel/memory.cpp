@@ -145,7 +145,7 @@ LayerMemory layer_memory(const Spec& s, const Layout& l) {
   const Training& t = s.training;
   const Profile& prof = profile(t.framework);
   const ActShape a{t.seq_length / l.cp, l.mbs, l.tp, l.sp, dtype_bytes(t.precision), t.fp8, l.expert_tp(),
-                   t.moe_expert_load(), l.ep};
+                   t.moe_expert_load(l.ep), l.ep};
   const bool full = l.recompute == Recompute::kFull, fragmentation = s.cluster.fragmentation_modelled();
   LayerMemory r;
   // One pass over each kind's saved tensors gives every mode's bytes and slack.
@@ -158,8 +158,9 @@ LayerMemory layer_memory(const Spec& s, const Layout& l) {
     *whole_slack = fragmentation ? (full ? a_s.slack_none : *slack) : 0;
     if (!full) *whole = *per_layer;
     const std::int64_t core = a_s.none - a_s.selective;
-    *transient = layer_transient_peak(m, t.flash_attention, l.recompute, a, a_s.none, core, kind);
-    *transient_none = full ? layer_transient_peak(m, t.flash_attention, Recompute::kNone, a, a_s.none, core, kind) : *transient;
+    *transient = layer_transient_peak(m, t.flash_attention, l.recompute, a, a_s.none, core, kind, prof.act.moe);
+    *transient_none = full ? layer_transient_peak(m, t.flash_attention, Recompute::kNone, a, a_s.none, core, kind, prof.act.moe)
+                           : *transient;
   };
   fill(LayerKind::kDense, &r.per_layer, &r.whole, &r.slack, &r.whole_slack, &r.transient, &r.transient_none);
   if (m.is_moe()) {
@@ -268,7 +269,7 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
   // Activations saved for backward, times the micro-batches in flight.
   // With context parallelism each rank holds s/cp tokens of every sequence.
   const ActShape a{t.seq_length / l.cp, l.mbs, l.tp, l.sp, dtype_bytes(t.precision), t.fp8, l.expert_tp(),
-                   t.moe_expert_load(), l.ep};
+                   t.moe_expert_load(l.ep), l.ep};
   const int micro = num_microbatches(s, l);
   const int in_flight = in_flight_chunks(l, micro, stage);
   const std::int64_t per_layer = lm.per_layer;
@@ -321,7 +322,7 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
                                  "{} recompute, etp {}, the busiest expert rank's tokens at {:g}x the mean: {}",
                                  held_layers, sched, held_moe, human(full ? lm.moe_whole : lm.moe_per_layer),
                                  human(full ? whole : per_layer), recompute_name(l.recompute), l.expert_tp(),
-                                 t.moe_expert_load(), human(held_bytes));
+                                 t.moe_expert_load(l.ep), human(held_bytes));
             if (partial && even_chunks) {
               const int n = int(layers_per_chunk);
               return fmt::format("{} {} in flight ({} schedule) x ({} checkpointed inputs x {} + {} whole layers x {}) "

@@ -271,6 +271,14 @@ struct Training {
                                  : (moe_load_imbalance < moe_capacity_factor ? moe_load_imbalance : moe_capacity_factor);
     return moe_load_imbalance;
   }
+  // The same on a layout of expert-parallel size ep. With ep = 1 every rank
+  // holds every expert and computes exactly its own top-k copies of its
+  // tokens however the router spreads them (all of them, or each expert's
+  // padded to the capacity): no rank is busier than the mean.
+  double moe_expert_load(int ep) const {
+    if (ep > 1) return moe_expert_load();
+    return moe_capacity_factor > 0 && moe_pad_to_capacity ? moe_capacity_factor : 1.0;
+  }
 };
 
 // Upper bounds on sizes paraplan models, so that byte counts stay exact in

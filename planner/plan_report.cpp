@@ -83,12 +83,16 @@ std::string why_recommended(const Plan& plan) {
 
 std::string why_expert_parallel(const Plan& plan) {
   const Candidate* a = plan.recommended();
-  if (!a || a->layout.ep <= 1) return "";
+  if (!a) return "";
+  // Against the fastest fitting layout of the other kind: ep = 1 for an
+  // expert-parallel pick, ep > 1 for a pick that keeps every expert on every rank.
+  const bool ep = a->layout.ep > 1;
   for (const Candidate& c : plan.candidates) {
     if (!c.fits) break;
-    if (c.layout.ep == 1) return why_faster(*a, c, "the best ep = 1 layout");
+    if ((c.layout.ep > 1) != ep) return why_faster(*a, c, ep ? "the best ep = 1 layout" : "the best ep > 1 layout");
   }
-  return "no layout with ep = 1 fits: every expert on every rank of a stage outgrows the memory";
+  if (ep) return "no layout with ep = 1 fits: every expert on every rank of a stage outgrows the memory";
+  return "no layout with ep > 1 is among the candidates compared (--top)";
 }
 
 std::string why_faster(const Candidate& a, const Candidate& b, const char* what) {

@@ -254,7 +254,7 @@ void write_text(const std::filesystem::path& p, const std::string& text) {
 }
 }  // namespace
 
-TEST_CASE("plan on Mixtral-8x7B over 64 H100 searches ep > 1 and says why its pick beats the best ep = 1 layout", "[moe][cli]") {
+TEST_CASE("plan on Mixtral-8x7B over 64 H100 searches ep > 1 and says why its pick beats the best layout of the other kind", "[moe][cli]") {
   TempDir dir;
   const Result r = run_paraplan({"plan", "@SRC@/configs/examples/mixtral-8x7b-h100-64.yaml", "--format", "json", "--top", "400"},
                                 dir.path());
@@ -262,18 +262,26 @@ TEST_CASE("plan on Mixtral-8x7B over 64 H100 searches ep > 1 and says why its pi
   REQUIRE(r.code == 0);
   const json j = json::parse(r.out);
   const Layout rec = parse_layout(j["recommended"]["layout"].get<std::string>());
-  CHECK(rec.ep > 1);
+  // The pick is compared with the fastest fitting layout of the other kind:
+  // ep = 1 (every expert on every rank of a stage) against ep > 1.
   const std::string why = j["recommended"]["why_expert_parallel"];
-  CHECK(why.find("than the best ep = 1 layout") != std::string::npos);
-  // The comparison names a fitting ep = 1 layout (the experts whole on every rank of a stage).
-  const size_t at = why.find("than the best ep = 1 layout ");
+  INFO(why);
+  const std::string against = rec.ep > 1 ? "the best ep = 1 layout " : "the best ep > 1 layout ";
+  const size_t at = why.find(against);
   REQUIRE(at != std::string::npos);
-  const std::string other = why.substr(at + 28, why.find(',', why.find("schedule=", at)) - at - 28);
-  CHECK(parse_layout(other).ep == 1);
-  bool ep8 = false;
-  for (const json& c : j["candidates"]) ep8 = ep8 || parse_layout(c["layout"].get<std::string>()).ep == 8;
+  const size_t from = at + against.size();
+  // The layout runs to the first ',' or ' ' after its schedule field.
+  const std::string other = why.substr(from, why.find_first_of(", ", why.find("schedule=", from)) - from);
+  CHECK((parse_layout(other).ep > 1) != (rec.ep > 1));
+  bool ep8 = false, ep1 = false;
+  for (const json& c : j["candidates"]) {
+    const int ep = parse_layout(c["layout"].get<std::string>()).ep;
+    ep8 = ep8 || ep == 8;
+    ep1 = ep1 || ep == 1;
+  }
   CHECK(ep8);
-  CHECK(j["recommended"]["time"]["ep_comm_s"].get<double>() > 0);
+  CHECK(ep1);
+  CHECK((j["recommended"]["time"]["ep_comm_s"].get<double>() > 0) == (rec.ep > 1));
   // A search constraint narrows it.
   write_text(dir.path() / "s.yaml", "model: mixtral-8x7b\ncluster: h100\nnum_nodes: 8\n"
                                     "training: {seq_length: 4096, global_batch_size: 1024}\nsearch: {ep: [2], etp: [1]}\n");
@@ -521,6 +529,22 @@ TEST_CASE("torchtitan MoE (framework fsdp): what its layers save, worked by hand
   const ActShape a1{4096, 1, 1, false, 2, false, 1, 1.25, 1};
   const std::int64_t moe1 = layer_activation_bytes(s.model, true, Recompute::kNone, a1, titan.act, LayerKind::kMoe);
   CHECK(moe - moe1 == 20 * 4096 + 4 - 32);  // and the offsets of all 8 experts (32 B) instead of 1 (4 B)
+
+  // The short-lived buffers of torchtitan's combine, narrow experts (moe_ffn
+  // 512) so that it is the layer's peak: P = 4096 tokens x 2 copies x h 4096
+  // x 2 B = 67,108,864; the expert output at 1.25x the mean 83,886,080; with
+  // ep > 1 the combine's input (the all-to-all output) P, the fp32 score
+  // product 2P and its bf16 cast P: 83,886,080 + 4 x 67,108,864 = 352,321,536.
+  // Megatron's fused combine has no fp32 product: its peak is the backward's
+  // residual grad (33,554,432) + the combine gradients (2P) + the expert
+  // output grad (83,886,080) = 251,658,240.
+  Model narrow = s.model;
+  narrow.moe_ffn_hidden_size = 512;
+  const TransientPeak tt = layer_transient_peak(narrow, true, Recompute::kNone, a, titan.act, LayerKind::kMoe);
+  CHECK(tt.bytes == 352'321'536);
+  CHECK(std::string(tt.phase).find("fp32 score product") != std::string::npos);
+  CHECK(layer_transient_peak(narrow, true, Recompute::kNone, a, profile(Framework::kMegatron).act, LayerKind::kMoe).bytes ==
+        251'658'240);
 
   // Time: torchtitan's own passes in the memory-bound term, against
   // Megatron's on the same layout: the combine's fp32 score multiply (2
