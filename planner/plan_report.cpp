@@ -270,7 +270,7 @@ std::string render_plan(Format f, const Spec& s, const Plan& p, int top, const j
     o += "\n  " + time_text(r->time, r->layout);
     o += md ? "```\n\n" : "";
     o += fmt::format("{}Why: {}.\n", md ? "" : "  ", why_recommended(p));
-    if (const std::string e = why_expert_parallel(p); !e.empty())
+    if (const std::string e = s.model.is_moe() ? why_expert_parallel(p) : std::string(); !e.empty())
       o += fmt::format("{}Expert parallelism: {}.\n", md ? "" : "  ", e);
     o += "\n";
   } else {

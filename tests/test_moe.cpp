@@ -570,3 +570,15 @@ TEST_CASE("torchtitan MoE (framework fsdp): what its layers save, worked by hand
     if (t.name == "expert all-to-alls (exposed)") cited = t.source.find("torchtitan") != std::string::npos;
   CHECK(cited);
 }
+
+TEST_CASE("a dense model's plan says nothing about expert parallelism", "[moe][cli]") {
+  TempDir dir;
+  const Result r = run_paraplan({"plan", "@SRC@/configs/examples/tiny-cpu.yaml"}, dir.path());
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("recommended:") != std::string::npos);
+  CHECK(r.out.find("Expert parallelism") == std::string::npos);
+  const Result j = run_paraplan({"plan", "@SRC@/configs/examples/tiny-cpu.yaml", "--format", "json"}, dir.path());
+  REQUIRE(j.code == 0);
+  CHECK_FALSE(json::parse(j.out)["recommended"].contains("why_expert_parallel"));
+}
