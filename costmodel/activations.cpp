@@ -7,8 +7,9 @@ namespace paraplan {
 
 std::int64_t tensor_bytes(const SavedTensor& t, const ActShape& a) {
   if (!saved_under(t, a)) return 0;
-  const std::int64_t elems = (a.s * a.b * (t.width + t.quad_heads * a.s) * (t.per_etp ? a.etp : 1) + t.fixed) /
-                             (t.per_local_expert ? a.ep : 1);
+  const std::int64_t elems = a.s * a.b * (t.width + t.quad_heads * a.s) * (t.per_etp ? a.etp : 1);
+  // Per-layer elements: not sized by the tokens (nor by the expert load).
+  const std::int64_t fixed = t.fixed / (t.per_local_expert ? a.ep : 1);
   // FP8: Transformer Engine's Linear saves the FP8 cast of its input, column-
   // wise data only (NVIDIA/TransformerEngine@d0067d0d
   // transformer_engine/pytorch/module/linear.py:600-621), 1 byte per element.
@@ -20,7 +21,7 @@ std::int64_t tensor_bytes(const SavedTensor& t, const ActShape& a) {
   const bool split = t.shard == Shard::kTp || (t.shard == Shard::kSp && a.sp);
   // Exact: heads, kv heads and ffn divide tp; with SP the sequence does.
   const std::int64_t b = split ? elems * per_elem / a.tp : elems * per_elem;
-  return t.expert_rows ? at_expert_load(b, a) : b;
+  return (t.expert_rows ? at_expert_load(b, a) : b) + fixed * per_elem;
 }
 
 namespace {
@@ -41,6 +42,7 @@ namespace {
 void add_dense_mlp(TensorList* l, const Model& m, const ActivationVariant& v);
 void add_moe_mlp(TensorList* l, const Model& m);
 void add_torchtitan_moe_mlp(TensorList* l, const Model& m);
+void add_deepspeed_moe_mlp(TensorList* l, const Model& m);
 }  // namespace
 
 TensorList layer_saved_tensors(const Model& m, bool flash, const ActivationVariant& v, LayerKind kind) {
@@ -112,6 +114,7 @@ TensorList layer_saved_tensors(const Model& m, bool flash, const ActivationVaria
   if (v.norm_saves_stats) l.add({"mlp_norm", "fp32 statistics", stats, 0, ElemKind::kFp32, Shard::kSp, false});
   if (kind == LayerKind::kMoe) {
     if (v.moe == MoeImpl::kTorchtitan) add_torchtitan_moe_mlp(&l, m);
+    else if (v.moe == MoeImpl::kDeepSpeed) add_deepspeed_moe_mlp(&l, m);
     else add_moe_mlp(&l, m);
   } else {
     add_dense_mlp(&l, m, v);
@@ -180,6 +183,16 @@ void add_moe_mlp(TensorList* lp, const Model& m) {
   }
 }
 
+// A router whose linear runs in fp32 on fp32 casts of its input and weight
+// (torchtitan's autocast, DeepSpeed's .float()): F.linear saves both casts,
+// h per token and num_experts x h per layer.
+void add_fp32_gate(TensorList* l, const Model& m, const char* op) {
+  l->add({op, "input (fp32 copy)", m.hidden_size, 0, ElemKind::kFp32, Shard::kSp, false});
+  SavedTensor w{op, "gate weight (fp32 copy)", 0, 0, ElemKind::kFp32, Shard::kNone, false};
+  w.fixed = std::int64_t(m.num_experts) * m.hidden_size;
+  l->add(w);
+}
+
 // A mixture-of-experts MLP as torchtitan runs it (pytorch/torchtitan@b5bcd76c
 // torchtitan/models/common/), per token of the rank (tp = 1), T tokens, N = k·T
 // routed copies, R = the copies the rank's experts receive (N at balance):
@@ -207,10 +220,7 @@ void add_moe_mlp(TensorList* lp, const Model& m) {
 void add_torchtitan_moe_mlp(TensorList* lp, const Model& m) {
   TensorList& l = *lp;
   const std::int64_t h = m.hidden_size, k = m.experts_per_token, e = m.num_experts, f = m.moe_ffn_hidden_size;
-  l.add({"router", "input (fp32 autocast copy)", h, 0, ElemKind::kFp32, Shard::kSp, false});
-  SavedTensor gate{"router", "gate weight (fp32 autocast copy)", 0, 0, ElemKind::kFp32, Shard::kNone, false};
-  gate.fixed = e * h;
-  l.add(gate);
+  add_fp32_gate(&l, m, "router");
   l.add({"router", "scores (sigmoid / softmax output, fp32)", e, 0, ElemKind::kFp32, Shard::kSp, false});
   l.add({"router", "top-k expert ids (topk, gather)", k, 0, ElemKind::kIndex, Shard::kSp, false});
   l.add({"reorder", "argsort permutation (the scores' index)", k, 0, ElemKind::kIndex, Shard::kSp, false});
@@ -248,6 +258,79 @@ void add_torchtitan_moe_mlp(TensorList* lp, const Model& m) {
       l.add({"shared_gate", "shared experts' output (multiply input)", h, 0, ElemKind::kAct, Shard::kSp, false});
     }
   }
+}
+
+// A mixture-of-experts MLP as DeepSpeed-MoE runs it (deepspeedai/DeepSpeed@edaa7221
+// deepspeed/moe/sharded_moe.py; tp = 1, etp = 1, top-k >= 2), per token of the
+// rank, T tokens, the k routed copies padded to the experts' capacity (R = E x C
+// rows = T x k x the load: the capacity factor, or the busiest expert's share
+// when dropless):
+//  * TopKGate.forward :587-591: F.linear saves fp32 copies of the input (h per
+//    token) and of the gate weight (num_experts x h per layer);
+//  * top2gating (k = 2) :341-431: softmax saves its fp32 output (E); the
+//    einsums "se,se->s" their fp32 one-hot masks (2 x E); the clamp its input
+//    and the in-place divisions the denominator and both normalised gates
+//    (4 fp32); the aux loss's product its fp32 per-expert fractions (E per
+//    layer). The masked_fill over the noisy logits and, in topkgating, the
+//    capacity topk feed only argmax / indices: their nodes (and what they
+//    saved) are freed at once;
+//  * topkgating (k > 2) :434-525: softmax's output (E), topk's int64 indices
+//    (k; the gathers share them), gates x mask its bool mask (E), the clamp
+//    its input, the division both operands and the gather the normalised
+//    gates (pytorch derivatives.yaml: gather_backward(grad, self, ...)): 2 +
+//    2 x E fp32; the aux loss's fractions (E per layer);
+//  * _sparse_encode :207-220: index_select saves the int64 source of every
+//    slot (R + 1); experts.py:27-37 runs each local expert on its slice of the
+//    dispatched rows: an HF-style expert (w2(act(w1 x) * w3 x), or fc2(act(fc1
+//    x))) saves its input (h per row; with ep > 1 and several local experts the
+//    slice is strided and each linear that reads it saves its own contiguous
+//    copy), w1's output, the activation's output, w3's output and the product
+//    (gated), or fc1's output and the activation's (not gated);
+//  * _sparse_decode :223-232: index_select saves its int64 slots (k per
+//    token), the fp32 gate multiply the routed rows (k x h per token, the
+//    activation dtype) and the gates (k fp32).
+void add_deepspeed_moe_mlp(TensorList* lp, const Model& m) {
+  TensorList& l = *lp;
+  const std::int64_t h = m.hidden_size, k = m.experts_per_token, e = m.num_experts, f = m.moe_ffn_hidden_size;
+  add_fp32_gate(&l, m, "gate");
+  l.add({"gate", "softmax output (fp32)", e, 0, ElemKind::kFp32, Shard::kSp, false});
+  SavedTensor aux{"gate", "aux-loss expert fractions (fp32)", 0, 0, ElemKind::kFp32, Shard::kNone, false};
+  aux.fixed = e;
+  l.add(aux);
+  if (k == 2) {
+    l.add({"top2gating", "one-hot masks (fp32, 2 einsums)", 2 * e, 0, ElemKind::kFp32, Shard::kSp, false});
+    l.add({"top2gating", "gate sum, denominator and the two normalised gates (fp32)", 4, 0, ElemKind::kFp32, Shard::kSp, false});
+  } else {
+    l.add({"topkgating", "top-k indices", k, 0, ElemKind::kIndex, Shard::kSp, false});
+    l.add({"topkgating", "routing mask", e, 0, ElemKind::kMask, Shard::kSp, false});
+    l.add({"topkgating", "gate sum, denominator, masked gates and their normalised copy (fp32)", 2 + 2 * e, 0,
+           ElemKind::kFp32, Shard::kSp, false});
+  }
+  SavedTensor source{"sparse_encode", "slot sources (int64)", k, 0, ElemKind::kIndex, Shard::kSp, false};
+  source.expert_rows = true;
+  source.fixed = 1;  // the scratch slot
+  l.add(source);
+  const bool gated = m.gated();
+  auto rows = [&](const char* op, const char* what, std::int64_t width, bool linear) {
+    SavedTensor t{op, what, k * width, 0, ElemKind::kAct, Shard::kSp, false, linear};
+    t.expert_rows = true;
+    return t;
+  };
+  l.add(rows(gated ? "expert_w1_w3" : "expert_fc1", "input (dispatched rows)", h, true));
+  if (gated) {
+    SavedTensor copy = rows("expert_w3", "input (its own contiguous copy of a strided slice)", h, true);
+    copy.strided_only = true;
+    l.add(copy);
+  }
+  l.add(rows("expert_act", gated ? "input (w1 output)" : "input (fc1 output)", f, false));
+  if (gated) {
+    l.add(rows("expert_mul", "activation output", f, false));
+    l.add(rows("expert_mul", "w3 output", f, false));
+  }
+  l.add(rows(gated ? "expert_w2" : "expert_fc2", gated ? "input (product)" : "input (activation output)", f, true));
+  l.add({"sparse_decode", "slots (int64)", k, 0, ElemKind::kIndex, Shard::kSp, false});
+  l.add({"sparse_decode", "routed rows (gate multiply)", k * h, 0, ElemKind::kAct, Shard::kSp, false});
+  l.add({"sparse_decode", "gates (fp32)", k, 0, ElemKind::kFp32, Shard::kSp, false});
 }
 }  // namespace
 
@@ -376,6 +459,16 @@ TransientPeak layer_transient_peak(const Model& m, bool flash, Recompute r, cons
       at(dres_if_recompute + R + Pg + (a.ep > 1 ? P : 0) + 2 * P + P,
          "forward: expert output, the combine's fp32 score product and its cast");
       at(base + 4 * P, "backward: the combine's fp32 product gradient and its input gradient");
+    } else if (moe == MoeImpl::kDeepSpeed) {
+      // DeepSpeed's _sparse_decode (sharded_moe.py:223-232; etp = 1): the
+      // expert output Pg (MOELayer.forward still holds it) and its padded
+      // copy (torch.cat), the gathered rows P (saved, counted above), their
+      // fp32 product with the gates 2P and its fp32 sum over the routes 2X.
+      // Backward: the sum's fp32 gradient 2X, the product's fp32 gradient 2P
+      // and its cast P, and the index_select's gradient into the padded
+      // expert output Pg.
+      at(dres_if_recompute + R + 2 * Pg + 2 * P + 2 * X, "forward: expert output, its padded copy, the fp32 gate product and its sum");
+      at(base + 2 * X + 3 * P + Pg, "backward: the gate product's fp32 gradients and the padded expert-output gradient");
     } else if (a.etp > 1) {
       at(dres_if_recompute + R + Pg + 2 * Pg + 2 * P, "forward: expert output, its fp32 copy and the reduce-scatter output");
     } else {

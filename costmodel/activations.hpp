@@ -42,6 +42,10 @@ struct SavedTensor {
   bool ep_only = false;
   // Elements per token divided by ActShape::ep (a rank's local experts' share).
   bool per_local_expert = false;
+  // Only when each local expert's input is a strided slice of the all-to-all
+  // output (ep > 1 and more than one local expert): a linear saves its own
+  // contiguous copy of it.
+  bool strided_only = false;
 };
 
 // A dense layer, or a mixture-of-experts layer (router, routed and shared
@@ -67,6 +71,7 @@ struct ActShape {
   // (Training::moe_expert_load); 1 = perfectly balanced.
   double expert_load = 1.0;
   int ep = 1;         // expert-parallel size (MoE layers)
+  int local_experts = 1;     // routed experts per rank (num_experts / ep)
 };
 
 // Bytes sized by the tokens routed to an expert rank, on the busiest one:
@@ -81,8 +86,10 @@ std::int64_t tensor_bytes(const SavedTensor& t, const ActShape& a);
 // What one transformer layer saves with no recomputation, under a framework's
 // variants (fused or unfused SwiGLU, extra QKV copies, norm statistics).
 TensorList layer_saved_tensors(const Model& m, bool flash_attention, const ActivationVariant& v = {}, LayerKind kind = LayerKind::kDense);
-// Whether a saved tensor exists under this shape (ep_only tensors need ep > 1).
-inline bool saved_under(const SavedTensor& t, const ActShape& a) { return !t.ep_only || a.ep > 1; }
+// Whether a saved tensor exists under this shape (ep_only, strided_only).
+inline bool saved_under(const SavedTensor& t, const ActShape& a) {
+  return (!t.ep_only || a.ep > 1) && (!t.strided_only || (a.ep > 1 && a.local_experts > 1));
+}
 // What the first stage saves for the embedding, and the last for the final
 // norm, output layer and cross-entropy.
 TensorList embedding_saved_tensors(const Model& m);

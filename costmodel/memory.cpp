@@ -145,7 +145,8 @@ LayerMemory layer_memory(const Spec& s, const Layout& l) {
   const Training& t = s.training;
   const Profile& prof = profile(t.framework);
   const ActShape a{t.seq_length / l.cp, l.mbs, l.tp, l.sp, dtype_bytes(t.precision), t.fp8, l.expert_tp(),
-                   t.moe_expert_load(l.ep), l.ep};
+                   moe_expert_load(profile(t.framework), t, l.ep), l.ep,
+                   m.is_moe() ? m.num_experts / l.ep : 1};
   const bool full = l.recompute == Recompute::kFull, fragmentation = s.cluster.fragmentation_modelled();
   LayerMemory r;
   // One pass over each kind's saved tensors gives every mode's bytes and slack.
@@ -269,7 +270,8 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
   // Activations saved for backward, times the micro-batches in flight.
   // With context parallelism each rank holds s/cp tokens of every sequence.
   const ActShape a{t.seq_length / l.cp, l.mbs, l.tp, l.sp, dtype_bytes(t.precision), t.fp8, l.expert_tp(),
-                   t.moe_expert_load(l.ep), l.ep};
+                   moe_expert_load(profile(t.framework), t, l.ep), l.ep,
+                   m.is_moe() ? m.num_experts / l.ep : 1};
   const int micro = num_microbatches(s, l);
   const int in_flight = in_flight_chunks(l, micro, stage);
   const std::int64_t per_layer = lm.per_layer;
@@ -322,7 +324,7 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
                                  "{} recompute, etp {}, the busiest expert rank's tokens at {:g}x the mean: {}",
                                  held_layers, sched, held_moe, human(full ? lm.moe_whole : lm.moe_per_layer),
                                  human(full ? whole : per_layer), recompute_name(l.recompute), l.expert_tp(),
-                                 t.moe_expert_load(l.ep), human(held_bytes));
+                                 moe_expert_load(profile(t.framework), t, l.ep), human(held_bytes));
             if (partial && even_chunks) {
               const int n = int(layers_per_chunk);
               return fmt::format("{} {} in flight ({} schedule) x ({} checkpointed inputs x {} + {} whole layers x {}) "

@@ -146,7 +146,7 @@ double layer_memory_bound_bytes(const Model& m, const Training& t, const Layout&
     // and with several local experts the sort by expert (token_dispatcher.py
     // 660-680, 760-790, 796-900), each pass reading and writing rows x h.
     const double k = m.experts_per_token, etp = l.expert_tp();
-    const double rows = tok * k * etp / l.tp * t.moe_expert_load(l.ep);  // dispatched rows on the busiest rank
+    const double rows = tok * k * etp / l.tp * moe_expert_load(profile(t.framework), t, l.ep);  // dispatched rows on the busiest rank
     const double fe = double(m.moe_ffn_hidden_size) / etp;
     bytes += (m.gated() ? 3 : 2) * fe * rows * ab;
     if (m.num_shared_experts > 0) bytes += (m.gated() ? 3 : 2) * double(m.num_shared_experts) * m.moe_ffn_hidden_size / l.tp * tok * ab;
@@ -235,7 +235,7 @@ LayerTime layer_forward_time(const Model& m, const Training& t, const Layout& l,
     if (!x.core_attention) {
       const std::string_view n = x.name;
       // The routed experts' grouped GEMMs wait for the busiest expert rank.
-      const double wait = n == "experts_fc1" || n == "experts_fc2" ? t.moe_expert_load(l.ep) : 1.0;
+      const double wait = n == "experts_fc1" || n == "experts_fc2" ? moe_expert_load(profile(t.framework), t, l.ep) : 1.0;
       const double f = wait * time(x), dg = wait * time(gemm_input_gradient(x)), wg = wait * time(gemm_weight_gradient(x));
       r.linear += f;
       r.linear_backward += dg + wg;
@@ -586,7 +586,7 @@ double moe_ep_comm_time(const Spec& s, const Layout& l, const Groups& g) {
   const double gathered = tokens_all * l.expert_tp();
   const double a2a = group_alltoall_time(c, g.ep, tokens_all) * 2 + group_alltoall_time(c, g.ep, rows * 4);
   const double etp = group_allgather_time(c, g.etp, gathered) + group_reducescatter_time(c, g.etp, gathered / act_bytes(t) * 4);
-  return t.moe_expert_load(l.ep) * (a2a + etp);
+  return moe_expert_load(profile(t.framework), t, l.ep) * (a2a + etp);
 }
 
 
@@ -750,7 +750,7 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
       return fmt::format("{:g} MoE layers x (forward {:.3f} ms + backward {:.3f} ms): dispatch + combine of {:.4g} MB "
                          "per rank over ep {} ({} node{}), etp {}, the busiest expert rank at {:g}x the mean",
                          moe_layers, pl.ep_forward_s * 1e3, pl.ep_backward_s * 1e3, moe_alltoall_bytes(m, t, l) / 1e6, l.ep,
-                         g.ep.nodes, g.ep.nodes > 1 ? "s" : "", l.expert_tp(), t.moe_expert_load(l.ep));
+                         g.ep.nodes, g.ep.nodes > 1 ? "s" : "", l.expert_tp(), moe_expert_load(profile(t.framework), t, l.ep));
     }, tv.moe_alltoall);
   }
   r.pp_comm_s = pipeline_p2p_time(m, t, l, c, g.pp, g.tp);

@@ -208,9 +208,12 @@ std::string render_model(const Model& m, Format f) {
   if (m.mla())
     o += fmt::format("  multi-latent attention: q_lora_rank {}, kv_lora_rank {}, qk {} + {} (rope), v {}\n", m.q_lora_rank,
                      m.kv_lora_rank, m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim);
-  if (m.is_moe() || m.mla())
+  if (m.mla())
     o += "  planned as Megatron-core runs it (framework megatron, layout fields ep and etp); validate's executors run dense "
          "models only\n";
+  else if (m.is_moe())
+    o += "  planned as Megatron-core (framework megatron), torchtitan (fsdp, tp = 1) or DeepSpeed-MoE (deepspeed, tp = 1, "
+         "top-k >= 2, no shared experts) runs it, layout fields ep and etp; validate's executors run dense models only\n";
   return o;
 }
 

@@ -22,7 +22,23 @@ using namespace paraplan;
 namespace {
 Model mixtral() { return load_model_file(test::repo("tests/data/hf/mixtral-8x7b-v0.1/config.json")); }
 Model deepseek_v3() { return load_model_file(test::repo("tests/data/hf/deepseek-v3/config.json")); }
-// Mixtures of experts are modelled under Megatron-LM's profile only.
+// Mixtral-8x7B on 8 DGX H100 nodes, seq 4096, 512 sequences, flash attention, under framework f.
+Spec mixtral_on_64_h100(Framework f) {
+  Spec s = test::spec_for(mixtral(), 64, 4096, 512);
+  s.cluster = test::cluster("dgx-h100");
+  s.cluster.gpus_per_node = 8;
+  s.num_nodes = 8;
+  s.training.framework = f;
+  s.training.flash_attention = true;
+  return s;
+}
+// The seconds of a layout's "memory-bound ops" time term on stage 0.
+double memory_bound(const Spec& s, const Layout& l) {
+  for (const TimeTerm& t : stage_time_terms(s, l, 0))
+    if (t.name == "memory-bound ops") return t.seconds;
+  return -1.0;
+}
+// Megatron-core's MoE (the default profile).
 Spec moe_spec(const Model& m, int gpus, int seq, int gbs) {
   Spec s = test::spec_for(m, gpus, seq, gbs);
   s.training.framework = Framework::kMegatron;
@@ -63,9 +79,9 @@ TEST_CASE("ep and etp: parsed, printed, and checked against the model and the ex
   REQUIRE(pd);
   CHECK(pd->reason == Invalid::kMoeSp);
   CHECK(pd->field == "sp");
-  // Another framework's profile: not modelled.
+  // A framework with no MoE modelled (nanotron has none in its library).
   Spec ds = s;
-  ds.training.framework = Framework::kDeepSpeed;
+  ds.training.framework = Framework::kNanotron;
   Layout f = parse_layout("tp=1,ep=8");
   auto pf = resolve_layout(ds, &f);
   REQUIRE(pf);
@@ -343,7 +359,7 @@ TEST_CASE("MoE refusals: validate's dense executors, FP8, --emit for other stack
                     "deepspeed"},
                    dir.path());
   CHECK(r.code == 2);
-  CHECK(r.err.find("framework megatron") != std::string::npos);
+  CHECK(r.err.find("ep_size") != std::string::npos);  // DeepSpeed-MoE takes ep in the model code, not the config
 }
 
 TEST_CASE("Qwen3-MoE and Qwen2-MoE config.json: counted, total and active, by hand", "[moe][params][hf]") {
@@ -474,31 +490,26 @@ TEST_CASE("Routing balance: the busiest expert rank sizes the dispatched tokens,
 }
 
 TEST_CASE("torchtitan MoE (framework fsdp): what its layers save, worked by hand, and where it is refused", "[moe][frameworks]") {
-  Spec s = test::spec_for(mixtral(), 64, 4096, 512);
-  s.cluster = test::cluster("dgx-h100");
-  s.cluster.gpus_per_node = 8;
-  s.num_nodes = 8;
-  s.training.framework = Framework::kFsdp;
-  s.training.flash_attention = true;
+  Spec s = mixtral_on_64_h100(Framework::kFsdp);
   Layout ok = parse_layout("dp=64,tp=1,ep=8,pp=1,zero=3,mbs=1");
   REQUIRE_FALSE(resolve_layout(s, &ok));
 
-  // Refused: torchtitan's tensor-parallel experts, DeepSpeed-MoE, nanotron
-  // (no MoE in its library), multi-latent attention under torchtitan.
+  // Refused: torchtitan's tensor-parallel experts, nanotron (no MoE in its
+  // library), multi-latent attention under torchtitan.
   Layout tp = parse_layout("dp=32,tp=2,sp=1,ep=8,pp=1,zero=3");
   auto ptp = resolve_layout(s, &tp);
   REQUIRE(ptp);
   CHECK(ptp->reason == Invalid::kMoeFramework);
   CHECK(ptp->field == "framework");
   CHECK(ptp->message.find("tp = 1") != std::string::npos);
-  for (auto [f, says] : {std::pair{Framework::kDeepSpeed, "DeepSpeed-MoE"}, std::pair{Framework::kNanotron, "examples/moe"}}) {
+  {
     Spec o = s;
-    o.training.framework = f;
+    o.training.framework = Framework::kNanotron;
     Layout l = parse_layout("dp=64,tp=1,ep=8,pp=1,zero=1");
     auto p = resolve_layout(o, &l);
     REQUIRE(p);
     CHECK(p->reason == Invalid::kMoeFramework);
-    CHECK(p->message.find(says) != std::string::npos);
+    CHECK(p->message.find("examples/moe") != std::string::npos);
   }
   Spec ds = s;
   ds.model = deepseek_v3();
@@ -555,11 +566,6 @@ TEST_CASE("torchtitan MoE (framework fsdp): what its layers save, worked by hand
   mg.training.framework = Framework::kMegatron;
   Layout lm = ok;
   REQUIRE_FALSE(resolve_layout(mg, &lm));
-  auto memory_bound = [](const Spec& sp, const Layout& l) {
-    for (const TimeTerm& t : stage_time_terms(sp, l, 0))
-      if (t.name == "memory-bound ops") return t.seconds;
-    return -1.0;
-  };
   const double extra_bytes = (2 * 2 + 4 * 4) * 2.0 * 4096 * 4096 + (2 + 4) * 4096.0 * 4096;  // 771,751,936
   CHECK(extra_bytes == 771'751'936.0);
   const double per_second = 3350e9 * s.cluster.hbm_efficiency;  // DGX H100: 3.35 TB/s HBM3 x the cluster's efficiency
@@ -581,4 +587,70 @@ TEST_CASE("a dense model's plan says nothing about expert parallelism", "[moe][c
   const Result j = run_paraplan({"plan", "@SRC@/configs/examples/tiny-cpu.yaml", "--format", "json"}, dir.path());
   REQUIRE(j.code == 0);
   CHECK_FALSE(json::parse(j.out)["recommended"].contains("why_expert_parallel"));
+}
+
+TEST_CASE("DeepSpeed-MoE (framework deepspeed): capacity-padded experts, what its layers save, where it is refused", "[moe][frameworks]") {
+  Spec s = mixtral_on_64_h100(Framework::kDeepSpeed);
+  Layout ok = parse_layout("dp=64,tp=1,ep=8,pp=1,zero=1,mbs=1");
+  REQUIRE_FALSE(resolve_layout(s, &ok));
+  // Native DeepSpeed-MoE refuses ZeRO-3 (engine.py:1889-1891); tp > 1 and k = 1 are not modelled.
+  for (auto [text, says] : {std::pair{"dp=64,tp=1,ep=8,pp=1,zero=3", "ZeRO stage 3"},
+                            std::pair{"dp=32,tp=2,sp=1,ep=8,pp=1,zero=1", "tp = 1"}}) {
+    Layout l = parse_layout(text);
+    auto p = resolve_layout(s, &l);
+    REQUIRE(p);
+    CHECK(p->reason == Invalid::kMoeFramework);
+    CHECK(p->message.find(says) != std::string::npos);
+  }
+  Spec top1 = s;
+  top1.model.experts_per_token = 1;
+  Layout l1 = parse_layout("dp=64,tp=1,ep=8,pp=1,zero=1");
+  auto p1 = resolve_layout(top1, &l1);
+  REQUIRE(p1);
+  CHECK(p1->message.find("top1gating") != std::string::npos);
+
+  // Every expert's buffer holds C = ceil(tokens / experts x capacity factor x k)
+  // rows whatever the routing, at any ep; dropless (no capacity factor) C is the
+  // busiest expert's count: the imbalance. Megatron at ep = 1: exactly the mean.
+  const Profile& ds = profile(Framework::kDeepSpeed);
+  Training t = s.training;
+  CHECK(moe_expert_load(ds, t, 1) == 1.25);  // the default imbalance
+  t.moe_capacity_factor = 1.5;
+  CHECK(moe_expert_load(ds, t, 1) == 1.5);
+  CHECK(moe_expert_load(ds, t, 8) == 1.5);
+  CHECK(moe_expert_load(profile(Framework::kMegatron), s.training, 1) == 1.0);
+  CHECK(moe_expert_load(profile(Framework::kMegatron), s.training, 8) == 1.25);
+
+  // One Mixtral layer, seq 4096, mbs 1, ep 8, rows at 1.25x: its MoE MLP
+  // beyond the dense MLP of the same layer, by hand (bytes per token):
+  //   gate: fp32 input 4 x 4096 = 16384; softmax 8 x 4 = 32; top2gating: two
+  //   fp32 one-hot masks 2 x 8 x 4 = 64, gate sum, denominator, two gates 16
+  //   encode: slot sources 2 x 8 x 1.25 = 20
+  //   experts x 1.25: input 2 x 4096 x 2 + 4 x (2 x 14336 x 2) = 245760 -> 307200
+  //   decode: slots 16, routed rows 2 x 4096 x 2 = 16384, gates 8
+  //   = 340124 B per token -> x 4096 = 1,393,147,904
+  //   per layer: fp32 gate weight 8 x 4096 x 4 = 131072, aux-loss fractions 32, scratch slot 8
+  // The dense MLP (HF-style, unfused SwiGLU): 122880 B per token -> 503,316,480.
+  const ActShape a{4096, 1, 1, false, 2, false, 1, 1.25, 8, 1};
+  const std::int64_t moe = layer_activation_bytes(s.model, true, Recompute::kNone, a, ds.act, LayerKind::kMoe);
+  const std::int64_t dense = layer_activation_bytes(s.model, true, Recompute::kNone, a, ds.act, LayerKind::kDense);
+  CHECK(moe - dense == 1'393'147'904 + 131'072 + 32 + 8 - 503'316'480);
+  // ep 2: four local experts, each on a strided slice of the all-to-all
+  // output; w1 and w3 each save a contiguous copy: + 2 x 4096 x 2 x 1.25 per token.
+  const ActShape a2{4096, 1, 1, false, 2, false, 1, 1.25, 2, 4};
+  CHECK(layer_activation_bytes(s.model, true, Recompute::kNone, a2, ds.act, LayerKind::kMoe) - moe == 20480 * 4096);
+
+  // Time: DeepSpeed's decode (index_select 2 passes, the gate multiply's read
+  // and fp32 write, the fp32 sum's read: 3 activation-dtype + 2 fp32 passes over
+  // the 2 x 4096 routed copies of h) and the gate's fp32 input (2 + 4 B per
+  // element of 4096 x h), x 3 (forward, backward twice), 32 layers, against
+  // Megatron on the same layout.
+  Spec mg = s;
+  mg.training.framework = Framework::kMegatron;
+  Layout lm = ok;
+  REQUIRE_FALSE(resolve_layout(mg, &lm));
+  const double extra_bytes = (3 * 2 + 2 * 4) * 2.0 * 4096 * 4096 + (2 + 4) * 4096.0 * 4096;
+  CHECK(extra_bytes == 570'425'344.0);
+  CHECK(memory_bound(s, ok) - memory_bound(mg, lm) ==
+        Approx(32 * 3 * extra_bytes / (3350e9 * s.cluster.hbm_efficiency)).epsilon(1e-9));
 }

@@ -50,10 +50,55 @@ void state(const Training& t, const Layout& l, StateBuffers* out) {
             DS "deepspeed/runtime/zero/stage_1_and_2.py:489-493,509"});
 }
 
+// DeepSpeed-MoE (deepspeed.moe.layer.MoE around the user's expert module) as
+// modelled: experts not tensor-parallel (enable_expert_tensor_parallelism is
+// not), tp = 1 (its drop_tokens / gather_tokens over tp are not modelled),
+// top-k >= 2 (top1gating's random token selection is not), no shared experts
+// (use_residual's PR-MoE is not Qwen2-MoE's or DeepSeek's shared experts), no
+// multi-latent attention, ZeRO 0-2 (engine.py:1889-1891 refuses stage 3). With
+// ZeRO 1/2 the experts' state is partitioned over the expert data-parallel
+// group (stage_1_and_2.py:781-790), as the shared state loop does (edp).
+const char* moe_layout(const Model& m, const Layout& l) {
+  if (l.tp > 1 || l.expert_tp() > 1)
+    return "DeepSpeed-MoE is modelled with tp = 1 and etp = 1 (its expert tensor parallelism and the "
+           "drop/gather of duplicate tokens over tp are not); use ep and dp";
+  if (l.zero >= 3)
+    return "native DeepSpeed-MoE is not supported with ZeRO stage 3 (deepspeedai/DeepSpeed@edaa7221 "
+           "deepspeed/runtime/engine.py:1889-1891): zero 0-2";
+  if (m.experts_per_token < 2) return "DeepSpeed-MoE's top1gating (random token selection) is not modelled: top-k >= 2";
+  if (m.num_shared_experts > 0) return "shared experts are not DeepSpeed-MoE's (use_residual is PR-MoE's residual expert)";
+  if (m.mla()) return "multi-latent attention under DeepSpeed is not modelled; use framework megatron";
+  return nullptr;
+}
+
+Profile with_deepspeed_moe(Profile p) {
+  p.act.moe = MoeImpl::kDeepSpeed;
+  p.act.moe_source = DS "deepspeed/moe/sharded_moe.py:587-591 (TopKGate: fp32 input and weight), :341-431 "
+                        "(top2gating), :434-525 (topkgating), :207-232 (_sparse_encode / _sparse_decode: index_select), "
+                        ":699-766 (MOELayer.forward), experts.py:27-37 (local experts on slices of the dispatched rows)";
+  p.moe_layout_unsupported = moe_layout;
+  p.moe_padded_to_capacity = true;
+  p.moe_capacity = DS "deepspeed/moe/sharded_moe.py:162-171 (C = ceil(tokens / experts x capacity_factor x k)), "
+                      ":383, :465 (capacity x k), :484-495 (drop_tokens=False: C = the busiest expert's count), "
+                      ":216-220 (every expert's buffer is C rows)";
+  // _sparse_decode (:226-232): index_select reads and writes the k routed
+  // copies (2 passes in the activation dtype), the gate multiply reads them (1)
+  // and writes fp32 (1), the sum over routes reads fp32 (1); the gate's
+  // input.float() (:587) reads the input and writes fp32.
+  p.time.moe_combine_act_passes = 3;
+  p.time.moe_combine_fp32_passes = 2;
+  p.time.moe_router_act_passes = 1;
+  p.time.moe_router_fp32_passes = 1;
+  p.time.moe_passes = DS "deepspeed/moe/sharded_moe.py:226-232 (decode: index_select, fp32 gate multiply, sum), :587 (gate input fp32)";
+  p.time.moe_alltoall = DS "deepspeed/moe/sharded_moe.py:97-109 (_AllToAll: all_to_all_single of the padded E x C buffer, "
+                           "synchronous), :719-751 (dispatch and combine)";
+  return p;
+}
+
 }  // namespace
 
 const Profile& deepspeed_profile() {
-  static const Profile p = without_moe(with_post_step_param_gather(Profile{
+  static const Profile p = with_deepspeed_moe(with_post_step_param_gather(Profile{
       Framework::kDeepSpeed,
       "deepspeed",
       "DeepSpeed ZeRO 0-3 with bf16 (default wrappers), an unfused PyTorch model",
@@ -92,12 +137,7 @@ const Profile& deepspeed_profile() {
                   "nll_loss gathers; backward nll_loss_backward writes a dense gradient (1), log_softmax_backward reads "
                   "the gradient and the output and writes (3)",
                   0, ""}},
-      DS "deepspeed/runtime/zero/stage_1_and_2.py:2394-2401 (step(): all_gather_dp_groups of the updated bit16 partitions, synchronous, in allgather_bucket_size buckets, before step() returns)"),
-      // DeepSpeed-MoE routes differently from what paraplan models (top-1/top-2
-      // gating with a capacity and dense one-hot einsum dispatch): not modelled.
-      "DeepSpeed-MoE (deepspeedai/DeepSpeed@edaa7221 deepspeed/moe/layer.py, sharded_moe.py:235 top1gating, "
-      "top2gating: top-1/top-2 gating with a capacity, einsum dispatch) is not modelled; use framework megatron or fsdp (torchtitan) for a "
-      "mixture of experts");
+      DS "deepspeed/runtime/zero/stage_1_and_2.py:2394-2401 (step(): all_gather_dp_groups of the updated bit16 partitions, synchronous, in allgather_bucket_size buckets, before step() returns)"));
   return p;
 }
 

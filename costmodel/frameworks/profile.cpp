@@ -40,6 +40,11 @@ const char* moe_unsupported(const Profile& p, const Model& m, const Layout& l) {
   return p.moe_layout_unsupported ? p.moe_layout_unsupported(m, l) : nullptr;
 }
 
+double moe_expert_load(const Profile& p, const Training& t, int ep) {
+  if (p.moe_padded_to_capacity) return t.moe_capacity_factor > 0 ? t.moe_capacity_factor : t.moe_load_imbalance;
+  return t.moe_expert_load(ep);
+}
+
 const char* framework_unsupported(const Profile& p, const Layout& l) {
   if (l.zero < 0 || l.zero > 3 || !p.zero_supported[l.zero]) return p.zero_note;
   if (!p.recompute_supported[int(l.recompute)]) return p.recompute_note;

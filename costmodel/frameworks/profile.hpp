@@ -49,6 +49,7 @@ enum class BucketRule {
 enum class MoeImpl {
   kMegatron,    // Megatron-core: all-to-all dispatcher, fused weighted SwiGLU (the default)
   kTorchtitan,  // torchtitan: fp32 router, argsort reorder, torch._grouped_mm experts, fp32 score multiply
+  kDeepSpeed,   // DeepSpeed-MoE: fp32 gate, capacity slots (every expert padded to C), index_select dispatch
 };
 
 // What one layer's ops save beyond the op list every stack shares
@@ -243,6 +244,11 @@ struct Profile {
   // What MoE under this framework needs of a layout, or why not; nullptr: any
   // layout the expert grid allows (costmodel/spec.cpp checks ep, etp, sp).
   const char* (*moe_layout_unsupported)(const Model&, const Layout&) = nullptr;
+  // Every expert's input is a buffer of capacity C slots, whatever the routing
+  // (DeepSpeed-MoE): the rows a rank computes are the capacity factor x the
+  // mean (the busiest expert's load when dropless), at any ep.
+  bool moe_padded_to_capacity = false;
+  Source moe_capacity = "";
 };
 
 // A profile whose ZeRO-1/2 parameter all-gather runs whole after the
@@ -262,6 +268,10 @@ inline Profile without_moe(Profile p, const char* why) {
 // Why a mixture-of-experts model cannot run under the framework with this
 // layout; nullptr if it can (or the model is dense).
 const char* moe_unsupported(const Profile& p, const Model& m, const Layout& l);
+
+// The rows an expert rank computes over the balanced mean k x tokens, under a
+// framework (Training::moe_expert_load, or always padded: Profile::moe_padded_to_capacity).
+double moe_expert_load(const Profile& p, const Training& t, int ep);
 
 // What a framework's gradient reduction moves per parameter, in bytes.
 double grad_reduce_bytes(const Profile& p, const Training& t);

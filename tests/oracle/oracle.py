@@ -38,6 +38,7 @@ import json
 import math
 import subprocess
 import sys
+import weakref
 
 try:
     import torch
@@ -55,26 +56,40 @@ def storage_key(t):
     return s.data_ptr(), s.nbytes()
 
 
+class _Saved:
+    """What a graph node holds for one saved tensor (the pack hook's result)."""
+    __slots__ = ("t", "__weakref__")
+
+    def __init__(self, t):
+        self.t = t
+
+
 class SavedCounter:
-    """Unique storages saved for backward, less the ones in `exclude`."""
+    """Unique storages saved for backward by the graph still alive when
+    total() is called, less the ones in `exclude`. A node whose outputs are
+    all dropped (a branch that only feeds argmax, say) frees what it saved at
+    once; what it held is not counted (nor is its storage, whose address a
+    later tensor may reuse)."""
 
     def __init__(self, exclude):
         self.exclude = {storage_key(t)[0] for t in exclude}
-        self.storages = {}
+        self.saved = []
 
     def pack(self, t):
         if t.dim() == 0:  # a wrapped Python scalar (e.g. the 1/sqrt(d) divisor), not an activation
             return t
+        held = _Saved(t)
         ptr, nbytes = storage_key(t)
         if ptr not in self.exclude:
-            self.storages[ptr] = nbytes
-        return t
+            self.saved.append((ptr, nbytes, weakref.ref(held)))
+        return held
 
     def total(self):
-        return sum(self.storages.values())
+        """Call it with the forward's output alive (the graph is freed with it)."""
+        return sum({ptr: nbytes for ptr, nbytes, held in self.saved if held() is not None}.values())
 
     def hooks(self):
-        return torch.autograd.graph.saved_tensors_hooks(self.pack, lambda t: t)
+        return torch.autograd.graph.saved_tensors_hooks(self.pack, lambda h: h.t if isinstance(h, _Saved) else h)
 
 
 # ---- kernel stand-ins: they save what the CUDA kernels save -----------------
@@ -186,8 +201,9 @@ def nanotron_layer(h, heads, kv, ffn, s, b, tp, dtype=torch.bfloat16):
         hn = TritonRMSNorm.apply(hid, w_post, 1e-5)
         gate, up = torch.split(F.linear(hn, w_gu), f, dim=-1)
         y = RowLinearAsync.apply(F.silu(gate) * up, w_down) + hid
+    total = counter.total()
     del y
-    return counter.total()
+    return total
 
 
 class FusedRMSNorm(torch.autograd.Function):
@@ -253,8 +269,9 @@ def llama_eager_layer(style, h, heads, kv, ffn, s, b, tp, dtype=torch.bfloat16):
         hid = x + F.linear(out.view(b, s, a * d), wo)
         hn = hf_rmsnorm(hid, n2) if style == "hf" else FusedRMSNorm.apply(hid, n2, 1e-6)
         y = hid + F.linear(F.silu(F.linear(hn, w1)) * F.linear(hn, w3), w2)
+    total = counter.total()
     del y
-    return counter.total()
+    return total
 
 
 class GroupedMM(torch.autograd.Function):
@@ -336,8 +353,109 @@ def titan_moe_layer(h, heads, kv, moe_ffn, experts, top_k, shared, s, b, score="
         if shared:  # FeedForward (feed_forward.py:53-54)
             moe_out = moe_out + F.linear(F.silu(F.linear(x_td, sw1)) * F.linear(x_td, sw3), sw2)
         y = hid + moe_out.view(b, s, h)
+    total = counter.total()
     del y
-    return counter.total()
+    return total
+
+
+def deepspeed_gating(logits, top_k, cf, min_capacity=4):
+    """DeepSpeed-MoE's top2gating / topkgating with sparse_routes=True and
+    drop_tokens=True (deepspeedai/DeepSpeed@edaa7221 deepspeed/moe/sharded_moe.py
+    :341-431, :434-525), in PyTorch ops. The means are written as sums x 1/n:
+    torch 1.13's mean keeps its input for backward, current PyTorch only sizes.
+    Returns the aux loss, the capacity and the [k, T] expert ids, slots and gates."""
+    t, e = logits.shape
+    gates = F.softmax(logits, dim=1)
+    me = gates.sum(dim=0) * (1.0 / t)
+    capacity = max(math.ceil(t / e * cf * top_k), min_capacity)
+    if top_k == 2:
+        idx1 = torch.argmax(gates, dim=1)
+        mask1 = F.one_hot(idx1, num_classes=e)
+        logits += -torch.log(-torch.log(torch.rand_like(logits)))  # gumbel_rsample, in place
+        idx2 = torch.argmax(logits.masked_fill(mask1.bool(), float("-inf")), dim=1)
+        mask2 = F.one_hot(idx2, num_classes=e)
+        loc1 = torch.cumsum(mask1, dim=0) - 1
+        loc2 = torch.cumsum(mask2, dim=0) - 1
+        loc2 += torch.sum(mask1, dim=0, keepdim=True)
+        ce = mask1.float().sum(dim=0) * (1.0 / t)
+        l_aux = (me * ce).sum() * (1.0 / e) * e * e
+        mask1 *= torch.lt(loc1, capacity)
+        mask2 *= torch.lt(loc2, capacity)
+        loc1_s = torch.sum(loc1 * mask1, dim=1)
+        loc2_s = torch.sum(loc2 * mask2, dim=1)
+        g1 = torch.einsum("se,se->s", gates, mask1.float())
+        g2 = torch.einsum("se,se->s", gates, mask2.float())
+        denom = torch.clamp(g1 + g2, min=torch.finfo(gates.dtype).eps)
+        g1 /= denom
+        g2 /= denom
+        idx1 = torch.where(mask1.any(dim=1), idx1, torch.full_like(idx1, -1))
+        idx2 = torch.where(mask2.any(dim=1), idx2, torch.full_like(idx2, -1))
+        return (l_aux, capacity, torch.stack([idx1, idx2]).to(torch.int32),
+                torch.stack([loc1_s, loc2_s]).to(torch.int32), torch.stack([g1, g2]))
+    top_gate, top_idx = torch.topk(gates, k=top_k, dim=1)
+    mask = torch.zeros_like(gates, dtype=torch.bool).scatter_(1, top_idx, 1)
+    ce = mask.float().sum(dim=0) * (1.0 / t)
+    l_aux = (me * ce).sum() * (1.0 / e) * e * e / top_k
+    masked = torch.zeros_like(gates).scatter(1, top_idx, top_gate)
+    _, cap_idx = torch.topk(masked, k=min(capacity, t), dim=0, sorted=False)
+    mask &= torch.zeros_like(gates, dtype=torch.bool).scatter_(0, cap_idx, True)
+    locations = torch.cumsum(mask, dim=0) - 1
+    gates_masked = gates * mask
+    denom = torch.clamp(torch.sum(gates_masked, dim=-1, keepdim=True), min=torch.finfo(gates.dtype).eps)
+    gates_masked = gates_masked / denom
+    kept = mask.gather(1, top_idx)
+    stack = lambda r: r.t().contiguous()
+    return (l_aux, capacity, stack(torch.where(kept, top_idx, torch.full_like(top_idx, -1))).to(torch.int32),
+            stack(locations.gather(1, top_idx) * kept).to(torch.int32), stack(gates_masked.gather(1, top_idx)))
+
+
+def deepspeed_moe_layer(h, heads, kv, moe_ffn, experts, top_k, cf, s, b, dtype=torch.bfloat16):
+    """Saved bytes of one HF-style Llama layer whose MLP is DeepSpeed-MoE
+    (deepspeed.moe.layer.MoE, ep = 1, tp = 1, drop_tokens with capacity factor
+    cf) around an HF-style SwiGLU expert: TopKGate.forward (:587-591: fp32
+    input and weight), the gating above, MOELayer.forward (:668-774:
+    _sparse_encode / _sparse_decode index_select, the fp32 gate multiply) and
+    Experts.forward (experts.py:27-37: each local expert on its slice)."""
+    a, g, d = heads, kv, h // heads
+    p = lambda *shape: torch.randn(*shape, dtype=dtype, requires_grad=True)
+    n1, n2 = p(h), p(h)
+    wq, wk, wv, wo = p(a * d, h), p(g * d, h), p(g * d, h), p(h, a * d)
+    wg = p(experts, h)
+    ws = [(p(moe_ffn, h), p(moe_ffn, h), p(h, moe_ffn)) for _ in range(experts)]
+    pos = torch.arange(s).float()[:, None] * torch.arange(d // 2).float()[None, :] / d
+    cos = torch.cat([pos.cos(), pos.cos()], -1).to(dtype)
+    sin = torch.cat([pos.sin(), pos.sin()], -1).to(dtype)
+    x = torch.randn(b, s, h, dtype=dtype, requires_grad=True)
+    counter = SavedCounter([n1, n2, wq, wk, wv, wo, wg, cos, sin] + [w for e in ws for w in e])
+    with counter.hooks():
+        xn = hf_rmsnorm(x, n1)
+        q = F.linear(xn, wq).view(b, s, a, d)
+        k = F.linear(xn, wk).view(b, s, g, d)
+        v = F.linear(xn, wv).view(b, s, g, d)
+        c, si = cos[None, :, None, :], sin[None, :, None, :]
+        q = q * c + rotate_half(q) * si
+        k = k * c + rotate_half(k) * si
+        out = FlashAttn.apply(q.reshape(b * s, a, d), k.reshape(b * s, g, d), v.reshape(b * s, g, d), b, s)
+        hid = x + F.linear(out.view(b, s, a * d), wo)
+        x_td = hf_rmsnorm(hid, n2).reshape(-1, h)
+        logits = F.linear(x_td.float(), wg.float())
+        l_aux, cap, ids, locs, gates = deepspeed_gating(logits, top_k, cf)
+        t = x_td.shape[0]
+        slots = torch.where(ids >= 0, ids.long() * cap + locs.long(), torch.full_like(ids.long(), experts * cap))
+        source = torch.full((experts * cap + 1,), t, dtype=torch.long)
+        source.scatter_(0, slots.reshape(-1), torch.arange(t).expand_as(slots).reshape(-1))
+        padded = torch.cat([x_td, x_td.new_zeros(1, h)])
+        dispatched = padded.index_select(0, source[:-1]).view(experts, cap, h).contiguous()
+        chunks = dispatched.reshape(1, experts, -1, h).chunk(experts, dim=1)
+        outs = [F.linear(F.silu(F.linear(cx, w1)) * F.linear(cx, w3), w2) for cx, (w1, w3, w2) in zip(chunks, ws)]
+        expert_out = torch.cat(outs, dim=1).reshape(experts, -1, h).contiguous()
+        padded_out = torch.cat([expert_out.view(experts * cap, h), expert_out.new_zeros(1, h)])
+        routed = padded_out.index_select(0, slots.reshape(-1)).view(slots.size(0), t, h)
+        moe_out = (routed * gates.unsqueeze(-1)).sum(0).to(dtype)
+        y = hid + moe_out.view(b, s, h)
+    total = counter.total()
+    del y, l_aux
+    return total
 
 
 def gpt_layer(h, heads, ffn, s, b, tp, dtype=torch.float32):
@@ -360,8 +478,9 @@ def gpt_layer(h, heads, ffn, s, b, tp, dtype=torch.float32):
         hid = F.linear(ctx, w_o, b_o) + x
         hn = F.layer_norm(hid, (h,), ln2w, ln2b)
         y = F.linear(F.gelu(F.linear(hn, w1, b1)), w2, b2) + hid
+    total = counter.total()
     del y
-    return counter.total()
+    return total
 
 
 def loss_peak(kind, h, s, b, vocab_rows, dtype):
@@ -444,6 +563,16 @@ def main():
         meas = titan_moe_layer(h, heads, kv, f, e, k, sh, s, b, score)
         pred = predicted("fsdp", "llama", h, heads, kv, f, s, b, 1, 1024, "bf16", True, (e, k, sh))
         rows.append(("fsdp", f"moe-titan h{h} a{heads} g{kv} E{e} k{k} f{f} sh{sh} s{s} b{b}", "layer saved", meas,
+                     pred["layer_saved_bytes"]))
+    # DeepSpeed-MoE (deepspeed profile), ep = 1, capacity factor cf, tokens x k x cf / experts whole so that the
+    # experts' buffers hold exactly tokens x k x cf rows: (h, heads, kv, moe_ffn, experts, top-k, cf, s, b).
+    ds_moe_shapes = [(256, 8, 2, 448, 8, 2, 1.25, 96, 2), (192, 6, 6, 128, 16, 4, 1.0, 64, 2),
+                     (256, 8, 8, 160, 8, 2, 1.0, 64, 1)]
+    for (h, heads, kv, f, e, k, cf, s, b) in ds_moe_shapes:
+        assert (s * b * k * cf) % e == 0
+        meas = deepspeed_moe_layer(h, heads, kv, f, e, k, cf, s, b)
+        pred = predicted("deepspeed", "llama", h, heads, kv, f, s, b, 1, 1024, "bf16", True, (e, k, 0, cf))
+        rows.append(("deepspeed", f"moe-ds h{h} a{heads} g{kv} E{e} k{k} f{f} cf{cf} s{s} b{b}", "layer saved", meas,
                      pred["layer_saved_bytes"]))
     for framework in ("fsdp", "deepspeed"):
         for (h, heads, kv, ffn, s, b, vocab) in gpt_shapes:

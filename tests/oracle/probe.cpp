@@ -1,12 +1,14 @@
 // paraplan's side of the PyTorch oracle (tests/oracle/oracle.py): prints, as
 // one JSON line, what a framework profile predicts for one transformer layer's
 // saved tensors and for the loss's forward peak at the shape given.
-//   paraplan_oracle_probe FRAMEWORK STYLE H HEADS KV FFN S B TP VOCAB DTYPE FLASH [E K SHARED]
+//   paraplan_oracle_probe FRAMEWORK STYLE H HEADS KV FFN S B TP VOCAB DTYPE FLASH [E K SHARED [LOAD]]
 // STYLE: llama (RMSNorm, SwiGLU, no biases) | gpt (LayerNorm, GeLU, biases);
 // no dropout; TP splits heads, kv heads, ffn and vocabulary by TP (no SP).
 // With E K SHARED the layer is a mixture of experts: E routed experts of
 // width FFN, top-K, SHARED shared experts, ep = 1 (every routed copy local,
-// so the expert rows are exactly K per token whatever the routing).
+// so the expert rows are exactly K per token whatever the routing); LOAD > 0
+// is a capacity factor (DeepSpeed-MoE: every expert padded to its capacity,
+// tokens beyond it dropped).
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -20,8 +22,8 @@
 using namespace paraplan;
 
 int main(int argc, char** argv) {
-  if (argc != 13 && argc != 16) {
-    std::cerr << "usage: paraplan_oracle_probe FRAMEWORK STYLE H HEADS KV FFN S B TP VOCAB DTYPE FLASH [E K SHARED]\n";
+  if (argc != 13 && argc != 16 && argc != 17) {
+    std::cerr << "usage: paraplan_oracle_probe FRAMEWORK STYLE H HEADS KV FFN S B TP VOCAB DTYPE FLASH [E K SHARED [LOAD]]\n";
     return 2;
   }
   Framework f;
@@ -48,7 +50,8 @@ int main(int argc, char** argv) {
   const int act = std::string(argv[11]) == "fp32" ? 4 : 2;
   const bool flash = std::string(argv[12]) == "1";
   LayerKind kind = LayerKind::kDense;
-  if (argc == 16) {
+  const double load = argc == 17 ? std::atof(argv[16]) : 0;
+  if (argc >= 16) {
     m.num_experts = std::atoi(argv[13]);
     m.experts_per_token = std::atoi(argv[14]);
     m.num_shared_experts = std::atoi(argv[15]);
@@ -56,7 +59,7 @@ int main(int argc, char** argv) {
     kind = LayerKind::kMoe;
   }
   const Profile& p = profile(f);
-  const ActShape a{s, b, tp, false, act, false, 1, 1.0, 1};
+  const ActShape a{s, b, tp, false, act, false, 1, load > 0 ? load : 1.0, 1, m.is_moe() ? m.num_experts : 1};
   nlohmann::json j;
   j["layer_saved_bytes"] = layer_activation_bytes(m, flash, Recompute::kNone, a, p.act, kind);
   j["loss_peak_bytes"] = loss_forward_peak_bytes(p.loss, s * b, vocab / tp, act);
