@@ -321,10 +321,12 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
             const char* sched = l.schedule == Schedule::kGPipe ? "GPipe" : l.vpp > 1 ? "interleaved 1F1B" : "1F1B";
             if (m.is_moe())
               return fmt::format("{} layer forwards in flight ({} schedule), {} of them MoE layers x {} (dense layers x {}), "
-                                 "{} recompute, etp {}, the busiest expert rank's tokens at {:g}x the mean: {}",
+                                 "{} recompute, etp {}, {} at {:g}x the mean: {}",
                                  held_layers, sched, held_moe, human(full ? lm.moe_whole : lm.moe_per_layer),
                                  human(full ? whole : per_layer), recompute_name(l.recompute), l.expert_tp(),
-                                 moe_expert_load(profile(t.framework), t, l.ep), human(held_bytes));
+                                 prof.moe_padded_to_capacity ? "every expert's buffer padded to its capacity"
+                                                             : "the busiest expert rank's tokens",
+                                 moe_expert_load(prof, t, l.ep), human(held_bytes));
             if (partial && even_chunks) {
               const int n = int(layers_per_chunk);
               return fmt::format("{} {} in flight ({} schedule) x ({} checkpointed inputs x {} + {} whole layers x {}) "

@@ -748,9 +748,12 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
     r.ep_comm_s = moe_layers * (pl.ep_forward_s + pl.ep_backward_s) + recomputed * w * pl.ep_forward_s;
     sink.add("expert all-to-alls (exposed)", r.ep_comm_s, [&] {
       return fmt::format("{:g} MoE layers x (forward {:.3f} ms + backward {:.3f} ms): dispatch + combine of {:.4g} MB "
-                         "per rank over ep {} ({} node{}), etp {}, the busiest expert rank at {:g}x the mean",
+                         "per rank over ep {} ({} node{}), etp {}, {} at {:g}x the mean",
                          moe_layers, pl.ep_forward_s * 1e3, pl.ep_backward_s * 1e3, moe_alltoall_bytes(m, t, l) / 1e6, l.ep,
-                         g.ep.nodes, g.ep.nodes > 1 ? "s" : "", l.expert_tp(), moe_expert_load(profile(t.framework), t, l.ep));
+                         g.ep.nodes, g.ep.nodes > 1 ? "s" : "", l.expert_tp(),
+                         profile(t.framework).moe_padded_to_capacity ? "every expert's buffer padded to its capacity"
+                                                                     : "the busiest expert rank",
+                         moe_expert_load(profile(t.framework), t, l.ep));
     }, tv.moe_alltoall);
   }
   r.pp_comm_s = pipeline_p2p_time(m, t, l, c, g.pp, g.tp);
