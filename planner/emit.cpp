@@ -71,7 +71,6 @@ std::string emit_unsupported(EmitTarget t, const Spec& s, const Layout& l) {
       if (l.cp > 1) return "context parallelism is not a DeepSpeed config setting";
       return "";
     case EmitTarget::kTorchtitan:
-      if (s.model.is_moe()) return "mixture-of-experts layouts are emitted for Megatron-LM only (torchtitan's expert parallelism is not modelled)";
       if (l.zero == 1) return "torchtitan shards with FSDP2 (ZeRO-2 or ZeRO-3) or replicates (ZeRO-0); it has no ZeRO-1";
       if (cost) return "balance=cost is nanotron's pipeline split; torchtitan splits by layers";
       if (l.uneven() && l.vpp > 1) return "uneven stages with vpp > 1: torchtitan's first/last_stage_less_layers count virtual stages";
@@ -81,7 +80,7 @@ std::string emit_unsupported(EmitTarget t, const Spec& s, const Layout& l) {
         return "torchtitan's full activation checkpointing covers every block; partial recompute is Megatron-LM's";
       return "";
     case EmitTarget::kNanotron:
-      if (s.model.is_moe()) return "mixture-of-experts layouts are emitted for Megatron-LM only (nanotron's expert parallelism is not modelled)";
+      if (s.model.is_moe()) return "nanotron has no mixture-of-experts layer in its library (huggingface/nanotron@67c5ebb6: examples/moe/ only)";
       if (l.zero > 1) return "nanotron shards the optimizer state only (zero_stage 0 or 1)";
       if (l.vpp > 1) return "nanotron has no interleaved (virtual) pipeline stages";
       if (l.cp > 1) return "nanotron's ParallelismArgs has no context parallelism";
@@ -170,6 +169,8 @@ Emitted emit_launch(EmitTarget t, const Spec& s, const Layout& l) {
     o += fmt::format("tensor_parallel_degree = {}\n", l.tp);
     if (l.tp > 1) o += fmt::format("enable_sequence_parallel = {}\n", l.sp ? "true" : "false");
     o += fmt::format("context_parallel_degree = {}\n", l.cp);
+    // configs.py:282-290: EP borrows ranks from FSDP (and TP): efsdp = dp_shard * cp * tp / ep.
+    if (s.model.is_moe()) o += fmt::format("expert_parallel_degree = {}\n", l.ep);
     o += fmt::format("pipeline_parallel_degree = {}\n", l.pp);
     if (l.pp > 1) {
       const char* sched = l.schedule == Schedule::kGPipe ? "GPipe" : l.vpp > 1 ? "Interleaved1F1B" : "1F1B";

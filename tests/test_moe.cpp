@@ -337,7 +337,7 @@ TEST_CASE("DeepSeek-V3's published layout from Megatron arguments: per-stage mem
   CHECK(bad.err.find("num_experts is 256") != std::string::npos);
 }
 
-TEST_CASE("MoE refusals: validate's dense executors, FP8, --emit for other stacks", "[moe][cli]") {
+TEST_CASE("MoE refusals (validate's dense executors, FP8, --emit where the stack has no such setting) and --emit torchtitan", "[moe][cli]") {
   TempDir dir;
   write_text(dir.path() / "s.yaml", "model: mixtral-8x7b\ncluster: h100\nnum_nodes: 8\n"
                                     "training: {seq_length: 4096, global_batch_size: 1024, fp8: true}\n");
@@ -360,6 +360,20 @@ TEST_CASE("MoE refusals: validate's dense executors, FP8, --emit for other stack
                    dir.path());
   CHECK(r.code == 2);
   CHECK(r.err.find("ep_size") != std::string::npos);  // DeepSpeed-MoE takes ep in the model code, not the config
+  // torchtitan: expert_parallel_degree (pytorch/torchtitan@b5bcd76c torchtitan/config/configs.py:282), with
+  // FSDP over the rest (efsdp = dp_shard x cp x tp / ep).
+  r = run_paraplan({"explain", "@SRC@/configs/examples/mixtral-8x7b-h100-64.yaml", "--framework", "fsdp", "--layout",
+                    "dp=64,tp=1,ep=8,pp=1,zero=3,mbs=1", "--emit", "torchtitan"},
+                   dir.path());
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("data_parallel_shard_degree = 64\n") != std::string::npos);
+  CHECK(r.out.find("expert_parallel_degree = 8\n") != std::string::npos);
+  r = run_paraplan({"explain", "@SRC@/configs/examples/mixtral-8x7b-h100-64.yaml", "--layout", "dp=64,ep=8", "--emit",
+                    "nanotron"},
+                   dir.path());
+  CHECK(r.code == 2);
+  CHECK(r.err.find("no mixture-of-experts layer") != std::string::npos);
 }
 
 TEST_CASE("Qwen3-MoE and Qwen2-MoE config.json: counted, total and active, by hand", "[moe][params][hf]") {
