@@ -391,31 +391,25 @@ TEST_CASE("Megatron-LM's published FP8 throughput on H100 (examples/llama/README
     const char* parallel;
     double tokens_per_s_per_gpu;
   };
+  // The 70B and 405B layouts (NeMo's recipes, both sources).
+  const char* const llama70 =
+      "--tensor-model-parallel-size 4 --sequence-parallel --tp-comm-overlap --pipeline-model-parallel-size 8 "
+      "--num-virtual-stages-per-pipeline-rank 5";
+  const char* const llama405 =
+      "--tensor-model-parallel-size 8 --sequence-parallel --tp-comm-overlap --pipeline-model-parallel-size 8 "
+      "--num-virtual-stages-per-pipeline-rank 8 --account-for-embedding-in-pipeline-split "
+      "--account-for-loss-in-pipeline-split --context-parallel-size 2";
   const Published rows[] = {
       {"LLAMA3-8B, 8 GPUs, CP 2", "llama-3.1-8b", 8, 128,
        "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --context-parallel-size 2", 13812},
-      {"LLAMA3-70B, 64 GPUs, TP 4, PP 8, VP 5", "llama-3.1-70b", 64, 128,
-       "--tensor-model-parallel-size 4 --sequence-parallel --tp-comm-overlap --pipeline-model-parallel-size 8 "
-       "--num-virtual-stages-per-pipeline-rank 5",
-       1621},
-      {"LLAMA3-405B, 1024 GPUs, TP 8, PP 8, CP 2, VP 8", "llama-3.1-405b", 1024, 512,
-       "--tensor-model-parallel-size 8 --sequence-parallel --tp-comm-overlap --pipeline-model-parallel-size 8 "
-       "--num-virtual-stages-per-pipeline-rank 8 --account-for-embedding-in-pipeline-split "
-       "--account-for-loss-in-pipeline-split --context-parallel-size 2",
-       315},
+      {"LLAMA3-70B, 64 GPUs, TP 4, PP 8, VP 5", "llama-3.1-70b", 64, 128, llama70, 1621},
+      {"LLAMA3-405B, 1024 GPUs, TP 8, PP 8, CP 2, VP 8", "llama-3.1-405b", 1024, 512, llama405, 315},
       {"Megatron-Bridge 25.11: LLAMA3_8B, 8 GPUs, Megatron-FSDP 8", "llama-3.1-8b", 8, 128,
        "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --use-megatron-fsdp "
        "--data-parallel-sharding-strategy optim_grads_params",
        14451},
-      {"Megatron-Bridge 26.02: LLAMA3_70B, 64 GPUs, TP 4, PP 8, VP 5, GBS 256", "llama-3.1-70b", 64, 256,
-       "--tensor-model-parallel-size 4 --sequence-parallel --tp-comm-overlap --pipeline-model-parallel-size 8 "
-       "--num-virtual-stages-per-pipeline-rank 5",
-       1621},
-      {"Megatron-Bridge 26.02: LLAMA3.1_405B, 1024 GPUs, TP 8, PP 8, CP 2, VP 8, GBS 1536", "llama-3.1-405b", 1024, 1536,
-       "--tensor-model-parallel-size 8 --sequence-parallel --tp-comm-overlap --pipeline-model-parallel-size 8 "
-       "--num-virtual-stages-per-pipeline-rank 8 --account-for-embedding-in-pipeline-split "
-       "--account-for-loss-in-pipeline-split --context-parallel-size 2",
-       311},
+      {"Megatron-Bridge 26.02: LLAMA3_70B, GBS 256", "llama-3.1-70b", 64, 256, llama70, 1621},
+      {"Megatron-Bridge 26.02: LLAMA3.1_405B, GBS 1536", "llama-3.1-405b", 1024, 1536, llama405, 311},
   };
   const int n = int(std::size(rows));
   const std::string common =
