@@ -145,7 +145,7 @@ LayerMemory layer_memory(const Spec& s, const Layout& l) {
   const Training& t = s.training;
   const Profile& prof = profile(t.framework);
   const ActShape a{t.seq_length / l.cp, l.mbs, l.tp, l.sp, dtype_bytes(t.precision), t.fp8, l.expert_tp(),
-                   moe_expert_load(profile(t.framework), t, l.ep), l.ep,
+                   moe_expert_load(prof, t, l.ep), l.ep,
                    m.is_moe() ? m.num_experts / l.ep : 1};
   const bool full = l.recompute == Recompute::kFull, fragmentation = s.cluster.fragmentation_modelled();
   LayerMemory r;
@@ -270,7 +270,7 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
   // Activations saved for backward, times the micro-batches in flight.
   // With context parallelism each rank holds s/cp tokens of every sequence.
   const ActShape a{t.seq_length / l.cp, l.mbs, l.tp, l.sp, dtype_bytes(t.precision), t.fp8, l.expert_tp(),
-                   moe_expert_load(profile(t.framework), t, l.ep), l.ep,
+                   moe_expert_load(prof, t, l.ep), l.ep,
                    m.is_moe() ? m.num_experts / l.ep : 1};
   const int micro = num_microbatches(s, l);
   const int in_flight = in_flight_chunks(l, micro, stage);
