@@ -438,17 +438,34 @@ CpRing cp_ring_exposed_time(const Model& m, const Training& t, const Layout& l, 
           (l.cp - 1) * std::max(0.0, group_p2p_time(c, g, 2 * chunk) - step_b)};
 }
 
-// A DP collective over `params` parameters in buckets of grad_bucket_params
-// (Megatron DDP and DeepSpeed bucket their reductions): n buckets of params/n.
-double bucket_count(const Training& t, double params) {
-  const double bucket = double(std::max<std::int64_t>(1, t.grad_bucket_params));
-  return std::max(1.0, double(std::int64_t((params + bucket - 1) / bucket)));
+// A DP collective over `params` parameters in the framework's buckets
+// (TimeVariant::reduce_buckets), or the spec's training.grad_bucket_params
+// when given: n buckets of params/n.
+double bucket_params_for_time(const Spec& s, const Layout& l, double params) {
+  const Training& t = s.training;
+  if (t.grad_bucket_params_given) return double(std::max<std::int64_t>(1, t.grad_bucket_params));
+  const Profile& p = profile(t.framework);
+  switch (p.time.reduce_buckets) {
+    case ReduceBuckets::kTrainingDefault: break;
+    case ReduceBuckets::kFixed: return double(std::max<std::int64_t>(1, p.default_bucket_params));
+    case ReduceBuckets::kMegatronDdp:
+      // Without --overlap-grad-reduce the bucket size is None: one bucket.
+      return t.overlap_dp_comm ? std::max(40e6, 1e6 * l.dp_cp()) : std::max(1.0, params);
+    case ReduceBuckets::kTorchDdp25MiB: return 25.0 * 1024 * 1024 / dtype_bytes(t.precision);
+    case ReduceBuckets::kPerLayer:
+      return std::max(1.0, double(layer_params(s.model)) / l.tp);
+  }
+  return double(std::max<std::int64_t>(1, t.grad_bucket_params));
+}
+
+double bucket_count(const Spec& s, const Layout& l, double params) {
+  const double bucket = bucket_params_for_time(s, l, params);
+  return std::max(1.0, std::ceil(params / bucket - 1e-9));
 }
 
 template <class Collective>
-double bucketed(const Training& t, double params, Collective&& coll) {
+double bucketed(double params, double n, Collective&& coll) {
   if (params <= 0) return 0;
-  const double n = bucket_count(t, params);
   return n * coll(params / n);
 }
 
@@ -459,6 +476,13 @@ double bucketed(const Training& t, double params, Collective&& coll) {
 // buckets in turn, each no earlier than its turn in the pass, so the last
 // bucket always waits for the pass's end, and a collective slower than the
 // pass also queues: exposed = max(total / n, total - window·(n-1)/n).
+// ZeRO-1/2/3's parameter all-gathers: in the reduction's buckets, or one
+// collective of the whole shard where the framework gathers so after the step.
+double param_gather_count(const Spec& s, const Layout& l, double params) {
+  if (l.zero < 3 && profile(s.training.framework).time.param_gather_one_collective) return 1;
+  return bucket_count(s, l, params);
+}
+
 double bucketed_exposed(double total, double n, double window) {
   if (total <= 0) return 0;
   return std::max(total / n, total - window * (n - 1) / n);
@@ -470,7 +494,7 @@ double dp_grad_reduce_time(const Spec& s, const Layout& l, const GroupPlacement&
   if (l.dp_cp() <= 1) return 0;
   // In the framework's reduce dtype (Megatron: fp32 unless --grad-reduce-in-bf16).
   const double gb = grad_reduce_bytes(profile(s.training.framework), s.training);
-  return bucketed(s.training, params, [&](double p) {
+  return bucketed(params, bucket_count(s, l, params), [&](double p) {
     return l.zero == 0 ? group_allreduce_time(s.cluster, g, p * gb)
                        : group_reducescatter_time(s.cluster, g, p * gb);
   });
@@ -490,7 +514,7 @@ double dp_param_gather_time(const Spec& s, const Layout& l, const GroupPlacement
     const double share = std::min(1.0, linear / double(total_params(m)));
     wb = share * 1.0 + (1 - share) * wb;
   }
-  return bucketed(s.training, params,
+  return bucketed(params, param_gather_count(s, l, params),
                   [&](double p) { return group_allgather_time(s.cluster, g, p * wb); });
 }
 
@@ -532,13 +556,13 @@ double dp_exposed_tail_time(const Spec& s, const Layout& l, const GroupPlacement
   const double reduce = reduces_every_microbatch(l) ? 0 : dp_grad_reduce_time(s, l, g, params);
   const double gather = (l.zero == 1 || l.zero == 2) ? dp_param_gather_time(s, l, g, params) : 0;
   if (!s.training.overlap_dp_comm) return reduce + gather;
-  const double n = bucket_count(s.training, params);
+  const double n = bucket_count(s, l, params);
   // The gather beside the next forward only where the framework runs it there
   // (Megatron --overlap-param-gather); DeepSpeed and nanotron gather whole
   // after the step (TimeVariant::param_gather_overlaps_forward).
   const bool gather_overlaps =
       profile(s.training.framework).time.param_gather_overlaps_forward && s.training.overlap_param_gather;
-  return bucketed_exposed(reduce, n, mb.backward_s) + (gather_overlaps ? bucketed_exposed(gather, n, mb.forward_s) : gather);
+  return bucketed_exposed(reduce, n, mb.backward_s) + (gather_overlaps ? bucketed_exposed(gather, param_gather_count(s, l, params), mb.forward_s) : gather);
 }
 
 // ZeRO-2/3 per micro-batch: its gradient reduce-scatter, overlapped with its
@@ -548,7 +572,7 @@ double dp_exposed_per_microbatch_time(const Spec& s, const Layout& l, const Grou
   if (!reduces_every_microbatch(l)) return mb.zero3_s;
   if (!s.training.overlap_dp_comm) return mb.zero3_s + dp_grad_reduce_time(s, l, g, params);
   const double hidden = std::max(0.0, mb.backward_s - (l.zero >= 3 ? dp_param_gather_time(s, l, g, params) : 0));
-  return mb.zero3_s + bucketed_exposed(dp_grad_reduce_time(s, l, g, params), bucket_count(s.training, params), hidden);
+  return mb.zero3_s + bucketed_exposed(dp_grad_reduce_time(s, l, g, params), bucket_count(s, l, params), hidden);
 }
 
 // ZeRO-3 per micro-batch: each layer's parameters are gathered before it runs,
@@ -794,6 +818,41 @@ std::vector<TimeTerm> stage_time_terms(const Spec& s, const Layout& l, int stage
   std::vector<TimeTerm> out;
   const Groups g = place_groups(s.cluster, l);
   stage_microbatch(s, l, stage, g, per_layer(s, l, g), TimeTermSink{&out});
+  return out;
+}
+
+std::vector<TimeTerm> stage_dp_terms(const Spec& s, const Layout& l, int stage) {
+  std::vector<TimeTerm> out;
+  if (l.dp_cp() <= 1) return out;
+  const Groups g = place_groups(s.cluster, l);
+  const StageMicrobatch mb = stage_microbatch(s, l, stage, g, per_layer(s, l, g));
+  const double params = mb.dp_params, m = num_microbatches(s, l);
+  const Profile& prof = profile(s.training.framework);
+  const double n = bucket_count(s, l, params), gb = grad_reduce_bytes(prof, s.training);
+  const bool every = reduces_every_microbatch(l);
+  const double reduce = dp_grad_reduce_time(s, l, g.dp, params);
+  out.push_back(
+      {"gradient reduction",
+       fmt::format("{} of {:.0f} buckets of {:.4g} params x {:g} B over dp{} {}{}, {}", l.zero == 0 ? "all-reduce" : "reduce-scatter",
+                   n, params / n, gb, l.cp > 1 ? "·cp" : "", l.dp_cp(),
+                   s.training.grad_bucket_params_given ? " (training.grad_bucket_params)" : "",
+                   every ? fmt::format("every micro-batch: {:.3f} ms x {:.0f}", reduce * 1e3, m) : std::string("once a step")),
+       reduce * (every ? m : 1), s.training.grad_bucket_params_given ? "" : prof.time.reduce_bucket});
+  if (l.zero >= 1) {
+    const double gather = dp_param_gather_time(s, l, g.dp, params), k = param_gather_count(s, l, params);
+    out.push_back({"parameter all-gather",
+                   fmt::format("{:.0f} collective{} of {:.4g} params over dp{} {}, {}", k, k == 1 ? "" : "s", params / k,
+                               l.cp > 1 ? "·cp" : "", l.dp_cp(),
+                               l.zero >= 3 ? fmt::format("before every forward and backward: {:.3f} ms x 2 x {:.0f}", gather * 1e3, m)
+                                           : std::string("once a step")),
+                   gather * (l.zero >= 3 ? 2 * m : 1), prof.time.param_gather});
+  }
+  const double exposed = m * dp_exposed_per_microbatch_time(s, l, g.dp, params, mb) + dp_exposed_tail_time(s, l, g.dp, params, mb);
+  out.push_back({"exposed of these",
+                 s.training.overlap_dp_comm
+                     ? std::string("the buckets overlap the backward that readies them: max(R/n, R - B(n-1)/n)")
+                     : std::string("no overlap (overlap_dp_comm off): all of it"),
+                 exposed, ""});
   return out;
 }
 

@@ -129,6 +129,10 @@ struct TimeTerm {
   std::string source;
 };
 std::vector<TimeTerm> stage_time_terms(const Spec& spec, const Layout& layout, int stage);
+// The stage's data-parallel collectives over one step (dp·cp > 1): the gradient
+// reduction in the framework's buckets, ZeRO's parameter all-gathers, and what
+// of them the step waits for; empty without data parallelism.
+std::vector<TimeTerm> stage_dp_terms(const Spec& spec, const Layout& layout, int stage);
 
 // Step time of a resolved layout (dp set: resolve_layout).
 StepTime estimate_time(const Spec& spec, const Layout& layout);

@@ -147,13 +147,22 @@ std::string formulas_text(const Spec& s, const Layout& l, int stage, bool markdo
   o += markdown ? fmt::format("\n### Stage {} time, one micro-batch ({:.3f} ms)\n\n| term | formula | ms | source |\n|---|---|---:|---|\n",
                               stage, sum * 1e3)
                 : fmt::format("\nstage {} time, one micro-batch ({:.3f} ms):\n", stage, sum * 1e3);
-  for (const TimeTerm& t : terms) {
-    if (markdown)
-      o += fmt::format("| {} | `{}` | {:.3f} | {} |\n", t.name, t.formula, t.seconds * 1e3, t.source);
-    else
-      o += fmt::format("  {:<32} {} = {:.3f} ms\n", t.name, t.formula, t.seconds * 1e3) +
-           (t.source.empty() ? "" : fmt::format("  {:<32}   source: {}\n", "", t.source));
-  }
+  const auto rows = [&](const std::vector<TimeTerm>& list) {
+    for (const TimeTerm& t : list) {
+      if (markdown)
+        o += fmt::format("| {} | `{}` | {:.3f} | {} |\n", t.name, t.formula, t.seconds * 1e3, t.source);
+      else
+        o += fmt::format("  {:<32} {} = {:.3f} ms\n", t.name, t.formula, t.seconds * 1e3) +
+             (t.source.empty() ? "" : fmt::format("  {:<32}   source: {}\n", "", t.source));
+    }
+  };
+  rows(terms);
+  // Its data-parallel collectives over the whole step.
+  const std::vector<TimeTerm> dp = stage_dp_terms(s, l, stage);
+  if (!dp.empty())
+    o += markdown ? fmt::format("\n### Stage {} data-parallel collectives, one step\n\n| term | formula | ms | source |\n|---|---|---:|---|\n", stage)
+                  : fmt::format("\nstage {} data-parallel collectives, one step:\n", stage);
+  rows(dp);
   return o;
 }
 
@@ -176,6 +185,10 @@ json explain_json(const Spec& s, const Layout& l, const MemoryEstimate& e, const
     for (const TimeTerm& t : stage_time_terms(s, l, st))
       times.push_back({{"term", t.name}, {"formula", t.formula}, {"seconds", t.seconds}, {"source", t.source}});
     j["time_terms"] = {{"stage", st}, {"per", "micro-batch"}, {"items", times}};
+    json dp = json::array();
+    for (const TimeTerm& t : stage_dp_terms(s, l, st))
+      dp.push_back({{"term", t.name}, {"formula", t.formula}, {"seconds", t.seconds}, {"source", t.source}});
+    j["dp_time_terms"] = {{"stage", st}, {"per", "step"}, {"items", dp}};
   }
   return j;
 }

@@ -755,3 +755,78 @@ TEST_CASE("explain's time terms add up to the stage's micro-batch (issue 15)", "
     CHECK(sum == Approx(stage_microbatch_time(s, ln, stage).total()).epsilon(1e-12));
   }
 }
+
+TEST_CASE("The gradient reduction runs in each framework's own buckets (issue 15)", "[time][frameworks]") {
+  // One micro-batch, ZeRO-0, so the step's DP communication is the reduction
+  // alone: n all-reduces of params/n each. Llama-2-7B by hand: layer 4·4096²
+  // + 3·4096·11008 + 2·4096 = 202,383,360; embedding and output 2·32000·4096
+  // = 262,144,000; final norm 4096: 32 layers -> 6,738,415,616 parameters.
+  const double params = 32.0 * 202'383'360 + 262'144'000 + 4096;
+  auto reduction = [](const Spec& s, int dp, double n, double bytes_per_param, double p) {
+    return n * group_allreduce_time(s.cluster, place_group(s.cluster, dp, 1), p / n * bytes_per_param);
+  };
+  SECTION("Megatron: max(40M, 1M x dp) parameters per bucket with --overlap-grad-reduce, one bucket without") {
+    // NVIDIA/Megatron-LM@d98e8a64 megatron/training/training.py:2179-2193; fp32 reduction.
+    Spec s = spec(8, 64);
+    s.training.framework = Framework::kMegatron;
+    const Layout l = resolved(s, "dp=64,tp=1,pp=1,zero=0,mbs=1");
+    REQUIRE(estimate_time(s, l).microbatches == 1);
+    CHECK(estimate_time(s, l).dp_comm_total_s == Approx(reduction(s, 64, std::ceil(params / 64e6), 4, params)).epsilon(1e-9));
+    Spec eight = spec(1, 8);
+    eight.training.framework = Framework::kMegatron;
+    CHECK(estimate_time(eight, resolved(eight, "dp=8,tp=1,pp=1,zero=0,mbs=1")).dp_comm_total_s ==
+          Approx(reduction(eight, 8, std::ceil(params / 40e6), 4, params)).epsilon(1e-9));
+    s.training.overlap_dp_comm = false;
+    CHECK(estimate_time(s, l).dp_comm_total_s == Approx(reduction(s, 64, 1, 4, params)).epsilon(1e-9));
+  }
+  SECTION("DeepSpeed: reduce_bucket_size 5e8 elements") {
+    Spec s = spec(1, 8);
+    s.training.framework = Framework::kDeepSpeed;
+    const Layout l = resolved(s, "dp=8,tp=1,pp=1,zero=0,mbs=1");
+    CHECK(std::ceil(params / 5e8) == 14);
+    CHECK(estimate_time(s, l).dp_comm_total_s == Approx(reduction(s, 8, 14, 2, params)).epsilon(1e-9));
+  }
+  SECTION("nanotron: torch DDP's 25 MiB buckets of bf16 gradients, each reduced from its fp32 buffers") {
+    // 25 x 2^20 B / 2 B = 13,107,200 parameters per bucket: 515 buckets of 4-byte gradients.
+    Spec s = spec(1, 8);
+    s.training.framework = Framework::kNanotron;
+    const Layout l = resolved(s, "dp=8,tp=1,pp=1,zero=0,mbs=1");
+    CHECK(std::ceil(params / 13'107'200) == 515);
+    CHECK(estimate_time(s, l).dp_comm_total_s == Approx(reduction(s, 8, 515, 4, params)).epsilon(1e-9));
+    // explain --formulas lists them with their source.
+    const std::vector<TimeTerm> terms = stage_dp_terms(s, l, 0);
+    REQUIRE(terms.size() == 2);  // the reduction and what of it is exposed
+    CHECK(terms[0].formula.find("all-reduce of 515 buckets of 1.308e+07 params x 4 B over dp 8") != std::string::npos);
+    CHECK(terms[0].source.find("ddp_bucket_cap_mb: 25") != std::string::npos);
+    CHECK(terms[1].seconds == Approx(estimate_time(s, l).dp_comm_s).epsilon(1e-12));
+    // ZeRO-1: the same buckets reduce-scattered; the gather after the step is one collective of all of them.
+    const Layout z1 = resolved(s, "dp=8,tp=1,pp=1,zero=1,mbs=1");
+    const GroupPlacement g = place_group(s.cluster, 8, 1);
+    CHECK(estimate_time(s, z1).dp_comm_total_s ==
+          Approx(515 * group_reducescatter_time(s.cluster, g, params / 515 * 4) +
+                 group_allgather_time(s.cluster, g, params * 2))
+              .epsilon(1e-9));
+  }
+  SECTION("torchtitan FSDP2: one reduce-scatter and one all-gather per transformer block") {
+    // fully_shard per block (torchtitan/distributed/fsdp.py:267-368): 32 blocks, the embedding and the
+    // norm + output head: ceil(params / layer) = 34 collectives; fp32 reduction, bf16 gathers,
+    // forward and backward.
+    Spec s = spec(1, 8);
+    s.training.framework = Framework::kFsdp;
+    const Layout l = resolved(s, "dp=8,tp=1,pp=1,zero=3,mbs=1");
+    CHECK(std::ceil(params / 202'383'360) == 34);
+    const GroupPlacement g = place_group(s.cluster, 8, 1);
+    CHECK(estimate_time(s, l).dp_comm_total_s ==
+          Approx(34 * group_reducescatter_time(s.cluster, g, params / 34 * 4) +
+                 2 * 34 * group_allgather_time(s.cluster, g, params / 34 * 2))
+              .epsilon(1e-9));
+  }
+  SECTION("training.grad_bucket_params, when given, is what every framework uses") {
+    Spec s = spec(1, 8);
+    s.training.framework = Framework::kNanotron;
+    s.training.grad_bucket_params = 100'000'000;
+    s.training.grad_bucket_params_given = true;
+    const Layout l = resolved(s, "dp=8,tp=1,pp=1,zero=0,mbs=1");
+    CHECK(estimate_time(s, l).dp_comm_total_s == Approx(reduction(s, 8, 68, 4, params)).epsilon(1e-9));
+  }
+}

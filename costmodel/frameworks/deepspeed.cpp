@@ -98,7 +98,7 @@ Profile with_deepspeed_moe(Profile p) {
 }  // namespace
 
 const Profile& deepspeed_profile() {
-  static const Profile p = with_deepspeed_moe(with_post_step_param_gather(Profile{
+  static const Profile p = with_deepspeed_moe(with_reduce_buckets(with_post_step_param_gather(Profile{
       Framework::kDeepSpeed,
       "deepspeed",
       "DeepSpeed ZeRO 0-3 with bf16 (default wrappers), an unfused PyTorch model",
@@ -137,7 +137,10 @@ const Profile& deepspeed_profile() {
                   "nll_loss gathers; backward nll_loss_backward writes a dense gradient (1), log_softmax_backward reads "
                   "the gradient and the output and writes (3)",
                   0, ""}},
-      DS "deepspeed/runtime/zero/stage_1_and_2.py:2394-2401 (step(): all_gather_dp_groups of the updated bit16 partitions, synchronous, in allgather_bucket_size buckets, before step() returns)"));
+      DS "deepspeed/runtime/zero/stage_1_and_2.py:2394-2401 (step(): all_gather_dp_groups of the updated bit16 partitions, synchronous, in allgather_bucket_size buckets, before step() returns)"),
+      ReduceBuckets::kFixed,
+      DS "deepspeed/runtime/zero/config.py:113 (reduce_bucket_size 5e8 elements per reduction; allgather_bucket_size "
+         "the same, :132)"));
   return p;
 }
 

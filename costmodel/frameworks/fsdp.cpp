@@ -98,6 +98,9 @@ const Profile& fsdp_profile() {
                            "(router gate under fp32 autocast)";
     p.time.moe_alltoall = TT "torchtitan/models/common/token_dispatcher.py:245-370 (token-count exchange, then "
                              "all_to_all_single dispatch and combine, synchronous: no overlap)";
+    p.time.reduce_buckets = ReduceBuckets::kPerLayer;
+    p.time.reduce_bucket = TT "torchtitan/distributed/fsdp.py:267-368 (fully_shard per transformer block: one "
+                              "reduce-scatter and one all-gather of each block's parameters)";
     return p;
   }();
   return p;

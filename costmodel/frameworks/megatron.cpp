@@ -30,7 +30,7 @@ void state(const Training& t, const Layout& l, StateBuffers* out) {
 }  // namespace
 
 const Profile& megatron_profile() {
-  static const Profile p{
+  static const Profile p = with_reduce_buckets(Profile{
       Framework::kMegatron,
       "megatron",
       "Megatron-LM core with Transformer Engine (fused SwiGLU, TE LayerNorm+Linear, fp32 main_grad buffer)",
@@ -98,7 +98,10 @@ const Profile& megatron_profile() {
                   true,
                   MCORE "megatron/core/optimizer/distrib_optimizer.py:3175-3177 (synchronous param all-gather after "
                         "the step unless overlap_param_gather); distributed/distributed_data_parallel.py:479 (with "
-                        "--overlap-param-gather, forward pre-hooks dispatch each bucket's gather before its layers)"}};
+                        "--overlap-param-gather, forward pre-hooks dispatch each bucket's gather before its layers)"}},
+      ReduceBuckets::kMegatronDdp,
+      MCORE "megatron/training/training.py:2179-2193 (resolve_ddp_bucket_size: max(40M, 1M x dp·cp) parameters per "
+            "bucket; None, one bucket, without --overlap-grad-reduce)");
   return p;
 }
 

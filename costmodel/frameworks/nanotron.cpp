@@ -30,7 +30,8 @@ void state(const Training& t, const Layout& l, StateBuffers* out) {
 }  // namespace
 
 const Profile& nanotron_profile() {
-  static const Profile p = without_moe(with_post_step_param_gather(Profile{
+  static const Profile p = [] {
+    Profile q = without_moe(with_reduce_buckets(with_post_step_param_gather(Profile{
       Framework::kNanotron,
       "nanotron",
       "nanotron Llama (bench2): fp32 gradient accumulation, DDP buckets, flash attention, unfused GLU",
@@ -94,8 +95,16 @@ const Profile& nanotron_profile() {
       true,
       NT "src/nanotron/models/base.py:214-240 (blocks assigned by cumulative compute cost), models/llama.py:913-925 (the costs)"},
       NT "src/nanotron/optim/zero.py:118-119 (step(): _all_gather_params after the update), src/nanotron/distributed.py:201-206 (one dist.all_gather of the flattened shard, synchronous)"),
+      ReduceBuckets::kTorchDdp25MiB,
+      NT "examples/config_tiny_llama_bench.yaml:30 (ddp_bucket_cap_mb: 25, the base of scaling_benchmarks.py:45), "
+         "src/nanotron/trainer.py:860-865 (DistributedDataParallel(bucket_cap_mb=...)); the fp32 hook reduces each "
+         "bucket's fp32 buffers together, optim/gradient_accumulator.py:333-392"),
       "nanotron has no mixture-of-experts layer in its library (huggingface/nanotron@67c5ebb6: only examples/moe/, "
       "a LlaMoE model on megablocks); use framework megatron or fsdp (torchtitan)");
+    // ZeRO-1's gather after the step: one all_gather of the flattened shard (distributed.py:201-206).
+    q.time.param_gather_one_collective = true;
+    return q;
+  }();
   return p;
 }
 

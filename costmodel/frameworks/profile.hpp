@@ -112,6 +112,15 @@ struct RuntimeVariant {
   bool cuda = true;  // false: paraplan's CPU executor (no context, no NCCL)
 };
 
+// The data-parallel gradient reduction's bucket size, as the framework sets it.
+enum class ReduceBuckets {
+  kTrainingDefault,  // Training::grad_bucket_params (paraplan's executor)
+  kFixed,            // Profile::default_bucket_params parameters (DeepSpeed reduce_bucket_size)
+  kMegatronDdp,      // max(40M, 1M x dp·cp) parameters with --overlap-grad-reduce, else the whole buffer
+  kTorchDdp25MiB,    // torch DDP bucket_cap_mb 25: 25 MiB of gradients in the parameter dtype
+  kPerLayer,         // one collective per transformer block (FSDP's fully_shard units)
+};
+
 // What the framework's own code costs in time beyond the GEMMs and the
 // layer's elementwise ops every stack shares (costmodel/time.cpp).
 struct TimeVariant {
@@ -170,6 +179,14 @@ struct TimeVariant {
   // Where the expert all-to-alls are read, and that they are exposed.
   Source moe_alltoall = "NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/moe/token_dispatcher.py:682-900; "
                         "model_parallel_config.py:343 (no overlap by default)";
+  // How many parameters one collective of the data-parallel gradient reduction
+  // carries where the spec gives no training.grad_bucket_params (the time
+  // model's buckets; ReduceBuckets), and why.
+  ReduceBuckets reduce_buckets = ReduceBuckets::kTrainingDefault;
+  Source reduce_bucket = "Training::grad_bucket_params (40M parameters)";
+  // ZeRO-1/2's parameter all-gather after the step is one collective of the
+  // whole shard, not the reduction's buckets (nanotron).
+  bool param_gather_one_collective = false;
   // The passes and their source for a run: the fused ones when asked for and the framework has them.
   bool ce_fused(bool fusion) const { return fusion && fused_ce_fp32_passes_forward >= 0; }
   int ce_forward(bool fusion) const { return ce_fused(fusion) ? fused_ce_fp32_passes_forward : ce_fp32_passes_forward; }
@@ -256,6 +273,13 @@ struct Profile {
 inline Profile with_post_step_param_gather(Profile p, Source src) {
   p.time.param_gather_overlaps_forward = false;
   p.time.param_gather = src;
+  return p;
+}
+
+// A profile whose gradient reduction runs in `rule`'s buckets (TimeVariant::reduce_buckets), for `src`.
+inline Profile with_reduce_buckets(Profile p, ReduceBuckets rule, Source src) {
+  p.time.reduce_buckets = rule;
+  p.time.reduce_bucket = src;
   return p;
 }
 
