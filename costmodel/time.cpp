@@ -217,6 +217,44 @@ double flash_attention_time(const LayerGemms& g, const Model& m, const Training&
   return std::max(flops / flash_attention_rate(m, t, l, c), memory_bound_time(bytes, c));
 }
 
+// Transformer Engine's FP8 casts around one linear layer (delayed scaling, the
+// hybrid recipe), bytes on one tp rank. Every FP8 GEMM operand is a quantized
+// copy of a bf16 tensor, row-wise for one GEMM and column-wise (transposed) for
+// the other (NVIDIA/TransformerEngine@d0067d0d transformer_engine/pytorch/module/):
+// * forward: a column-parallel linear (QKV, fc1: LayerNormLinear) takes the
+//   norm's own FP8 output (layernorm_linear.py:244-266, the quantized norm
+//   kernel), nothing extra; a row-parallel one (out-proj, fc2: Linear) casts its
+//   input row- and column-wise at once (linear.py:420-436): read 2 B, write 2 x 1 B
+//   per element of m x k;
+// * backward: every linear casts its output gradient row- and column-wise
+//   (linear.py:900-905, base.py:1688-1789): 4 B per element of m x n; with
+//   sequence parallelism a row-parallel one casts its local shard row-wise
+//   (read 2, write 1 per element of m/tp x n), gathers it in FP8 and transposes
+//   the gathered gradient (read 1, write 1 of m x n); and a column-parallel one
+//   re-gathers its saved FP8 input shard and transposes it for the weight
+//   gradient (layernorm_linear.py:775-800, 985-993: read 1, write 1 of m x k).
+// The weights are cast once a step (FP8 primary weights with
+// --fp8-param-gather, or cached across micro-batches): not counted here.
+}  // namespace
+
+Fp8Casts fp8_cast_bytes(const Gemm& x, const Layout& l) {
+  const std::string_view n = x.name;
+  const bool col = n == "qkv" || n == "fc1" || n == "shared_fc1", row = n == "out_proj" || n == "fc2" || n == "shared_fc2";
+  if (!col && !row) return {};
+  const double mk = x.batch * x.m * x.k, mn = x.batch * x.m * x.n;
+  const bool sp = l.sp && l.tp > 1;
+  Fp8Casts r;
+  if (row) {
+    r.forward = 4 * mk;
+    r.backward = sp ? 3 * mn / l.tp + 2 * mn : 4 * mn;
+  } else {
+    r.backward = 4 * mn + (sp ? 2 * mk : 0);
+  }
+  return r;
+}
+
+namespace {
+
 // One layer's forward on one tp rank: GEMMs on the roofline plus memory-bound ops.
 LayerTime layer_forward_time(const Model& m, const Training& t, const Layout& l, const Cluster& c,
                              LayerKind kind = LayerKind::kDense) {
@@ -236,7 +274,12 @@ LayerTime layer_forward_time(const Model& m, const Training& t, const Layout& l,
       const std::string_view n = x.name;
       // The routed experts' grouped GEMMs wait for the busiest expert rank.
       const double wait = n == "experts_fc1" || n == "experts_fc2" ? moe_expert_load(profile(t.framework), t, l.ep) : 1.0;
-      const double f = wait * time(x), dg = wait * time(gemm_input_gradient(x)), wg = wait * time(gemm_weight_gradient(x));
+      double f = wait * time(x), dg = wait * time(gemm_input_gradient(x)), wg = wait * time(gemm_weight_gradient(x));
+      if (fp8) {
+        const Fp8Casts q = fp8_cast_bytes(x, l);
+        f += memory_bound_time(q.forward, c);
+        dg += memory_bound_time(q.backward, c);
+      }
       r.linear += f;
       r.linear_backward += dg + wg;
       // What TP collectives run beside: the column-parallel linears after an

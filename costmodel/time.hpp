@@ -109,6 +109,14 @@ double fp8_gemm_time(const Gemm& g, const Cluster& c);
 // An attention-core GEMM (QK^T, PV): gemm_time at Cluster::attention_eff().
 double attention_gemm_time(const Gemm& g, const Cluster& c, int elem_bytes);
 
+// Transformer Engine's FP8 casts around one linear layer of a layout (the
+// layer's GEMM `x`, forward shape), bytes of memory-bound traffic on one tp
+// rank in its forward and in its backward (costmodel/time.cpp for the sources).
+struct Fp8Casts {
+  double forward = 0, backward = 0;
+};
+Fp8Casts fp8_cast_bytes(const Gemm& x, const Layout& l);
+
 // Bytes one rank sends per pipeline boundary per micro-batch and direction:
 // s·b·h activations, / tp with SP or Megatron's scatter-gather
 // (Training::pipeline_scatter_gather), whole otherwise.

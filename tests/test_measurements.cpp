@@ -444,14 +444,15 @@ TEST_CASE("Megatron-LM's published FP8 throughput on H100 (examples/llama/README
     sum_abs += std::abs(e);
     WARN(p.name << ": predicted " << predicted << " tokens/s per GPU, published " << p.tokens_per_s_per_gpu << " ("
                 << 100 * e << "%)");
-    // Where paraplan stands (optimistic; see docs/verification.md): README rows 8B +1.0%, 70B +6.7%,
-    // 405B +17.9%; Megatron-Bridge rows 8B (Megatron-FSDP) +4.6%, 70B at GBS 256 +7.7%, 405B at GBS
-    // 1536 +22.7% (the published figure is no higher than at GBS 512, where the model gains 2.8% from
-    // the smaller bubble and the amortised per-step costs). These bounds catch a regression.
-    CHECK(std::abs(e) < 0.25);
+    // Where paraplan stands (see docs/verification.md), with Transformer Engine's FP8 casts: README
+    // rows 8B -2.9%, 70B +2.7%, 405B +14.2%; Megatron-Bridge rows 8B (Megatron-FSDP) +0.2%, 70B at
+    // GBS 256 +3.8%, 405B at GBS 1536 +18.8% (the published figure is no higher than at GBS 512,
+    // where the model gains 2.8% from the smaller bubble and the amortised per-step costs). These
+    // bounds catch a regression.
+    CHECK(std::abs(e) < 0.20);
   }
   WARN("Megatron FP8 throughput: mean |error| " << 100 * sum_abs / n << "% over " << n << " rows");
-  CHECK(sum_abs / n < 0.11);
+  CHECK(sum_abs / n < 0.08);
 }
 
 TEST_CASE("nanotron on H100 (Ultra-Scale Playbook, pp > 1): rank-0 memory with nanotron's compute-cost split",

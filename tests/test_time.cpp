@@ -830,3 +830,40 @@ TEST_CASE("The gradient reduction runs in each framework's own buckets (issue 15
     CHECK(estimate_time(s, l).dp_comm_total_s == Approx(reduction(s, 8, 68, 4, params)).epsilon(1e-9));
   }
 }
+
+TEST_CASE("FP8: Transformer Engine's casts around each linear, by hand (issue 15)", "[time][fp8]") {
+  // Llama-2-7B on tp = 8 with SP, one sequence of 4096: m = 4096 tokens per GEMM.
+  // Forward: the row-parallel linears cast their input row- and column-wise
+  // (read 2 B, write 2 x 1 B); the column-parallel ones take the norm's FP8
+  // output. Backward: every output gradient cast both ways (4 B per element);
+  // with SP a row-parallel output gradient is cast on its shard (3 B per
+  // element of m/8 x n), gathered in FP8 and transposed (2 B per element of
+  // m x n); a column-parallel input re-gathered and transposed (2 B per m x k).
+  Spec s = spec(1, 16);
+  const Layout l = resolved(s, "tp=8,sp=1,pp=1,mbs=1");
+  const double m = 4096;
+  const Gemm qkv{"qkv", 1, m, 3 * 4096 / 8, 4096}, out{"out_proj", 1, m, 4096, 4096 / 8},
+      fc1{"fc1", 1, m, 2 * 11008 / 8, 4096}, fc2{"fc2", 1, m, 4096, 11008 / 8};
+  CHECK(fp8_cast_bytes(qkv, l).forward == 0);
+  CHECK(fp8_cast_bytes(qkv, l).backward == 4 * m * 1536 + 2 * m * 4096);   // 58,720,256
+  CHECK(fp8_cast_bytes(out, l).forward == 4 * m * 512);                    // 8,388,608
+  CHECK(fp8_cast_bytes(out, l).backward == 3 * m * 4096 / 8 + 2 * m * 4096);  // 39,845,888
+  CHECK(fp8_cast_bytes(fc1, l).backward == 4 * m * 2752 + 2 * m * 4096);   // 78,643,200
+  CHECK(fp8_cast_bytes(fc2, l).forward == 4 * m * 1376);                   // 22,544,384
+  CHECK(fp8_cast_bytes(fc2, l).backward == 3 * m * 4096 / 8 + 2 * m * 4096);
+  // Without SP nothing is gathered: 4 B per element of each output gradient.
+  const Layout nosp = resolved(s, "tp=8,sp=0,pp=1,mbs=1");
+  CHECK(fp8_cast_bytes(qkv, nosp).backward == 4 * m * 1536);
+  CHECK(fp8_cast_bytes(out, nosp).backward == 4 * m * 4096);
+  // Attention's products are not FP8 GEMMs: no casts.
+  CHECK(fp8_cast_bytes(Gemm{"scores", 4, m, m, 128, true}, l).backward == 0);
+  // In the layer: its forward grows by the FP8 GEMMs' time change plus the
+  // forward casts at HBM x hbm_efficiency, 32 layers on the one stage.
+  const double fwd_bytes = 4 * m * 512 + 4 * m * 1376;
+  double gemm_change = 0;
+  for (const Gemm& g : {qkv, out, fc1, fc2}) gemm_change += fp8_gemm_time(g, s.cluster) - gemm_time(g, s.cluster, 2);
+  const double f16 = stage_microbatch_time(s, l, 0).forward_s;
+  s.training.fp8 = true;
+  const double f8 = stage_microbatch_time(s, l, 0).forward_s;
+  CHECK(f8 - f16 == Approx(32 * (gemm_change + fwd_bytes / (3350e9 * 0.8))).epsilon(1e-9));
+}
