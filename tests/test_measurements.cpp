@@ -464,7 +464,8 @@ TEST_CASE("Megatron-LM's published H100 weak-scaling table (README.md, GPT 1.7B-
   // measured step is those FLOPs / (TFLOP/s x GPUs). Not listed, so assumed: GPT-3 blocks as
   // Megatron's defaults build them (GeLU, 4h FFN, LayerNorm, biases, learned positions, untied
   // embeddings: the table's sizes follow, checked below; dropout 0.1), the distributed optimizer
-  // with its default fp32 reduction, sequence parallelism with tp, micro-batch 1, no interleaving,
+  // reducing in fp32 (the chart names Megatron-Core r0.8.0, whose bf16 forces fp32 gradient
+  // accumulation and reduction: core_r0.8.0 megatron/training/arguments.py:299-308), sequence parallelism with tp, micro-batch 1, no interleaving,
   // no recompute, flash (TE fused) attention.
   struct Published {
     const char* name;
@@ -525,8 +526,8 @@ TEST_CASE("Megatron-LM's published H100 weak-scaling table (README.md, GPT 1.7B-
     // Where paraplan stands: 1.7B +22.4%, 7.1B +25.5% (one node's worth of compute per rank, nothing
     // to hide: the compute itself is priced fast, as on the Playbook runs), 16B +3.0%, 32B -21.7%
     // (its fp32 gradient reduce-scatter over 48 nodes, 16 GB per rank, outlasts the last
-    // micro-batch's backward in the model; with --grad-reduce-in-bf16, which the table does not
-    // say, it would be +5%), 70B -1.3%, 119B +5.6%, 177B +7.8%, 314B +2.0%,
+    // micro-batch's backward in the model; it would be +5% with a bf16 reduction, which r0.8.0
+    // did not have), 70B -1.3%, 119B +5.6%, 177B +7.8%, 314B +2.0%,
     // 462B +6.4%; mean 10.6%. These bounds catch a regression.
     CHECK(std::abs(e) < 0.30);
   }
