@@ -486,10 +486,11 @@ CpRing cp_ring_exposed_time(const Model& m, const Training& t, const Layout& l, 
 // when given: n buckets of params/n.
 double bucket_params_for_time(const Spec& s, const Layout& l, double params) {
   const Training& t = s.training;
-  if (t.grad_bucket_params_given) return double(std::max<std::int64_t>(1, t.grad_bucket_params));
+  const double training = double(std::max<std::int64_t>(1, t.grad_bucket_params));
+  if (t.grad_bucket_params_given) return training;
   const Profile& p = profile(t.framework);
   switch (p.time.reduce_buckets) {
-    case ReduceBuckets::kTrainingDefault: break;
+    case ReduceBuckets::kTrainingDefault: return training;
     case ReduceBuckets::kFixed: return double(std::max<std::int64_t>(1, p.default_bucket_params));
     case ReduceBuckets::kMegatronDdp:
       // Without --overlap-grad-reduce the bucket size is None: one bucket.
@@ -498,12 +499,19 @@ double bucket_params_for_time(const Spec& s, const Layout& l, double params) {
     case ReduceBuckets::kPerLayer:
       return std::max(1.0, double(layer_params(s.model)) / l.tp);
   }
-  return double(std::max<std::int64_t>(1, t.grad_bucket_params));
+  return training;
 }
 
 double bucket_count(const Spec& s, const Layout& l, double params) {
   const double bucket = bucket_params_for_time(s, l, params);
   return std::max(1.0, std::ceil(params / bucket - 1e-9));
+}
+
+// ZeRO-1/2/3's parameter all-gathers: in the reduction's buckets, or one
+// collective of the whole shard where the framework gathers so after the step.
+double param_gather_count(const Spec& s, const Layout& l, double params) {
+  if (l.zero < 3 && profile(s.training.framework).time.param_gather_one_collective) return 1;
+  return bucket_count(s, l, params);
 }
 
 template <class Collective>
@@ -519,13 +527,6 @@ double bucketed(double params, double n, Collective&& coll) {
 // buckets in turn, each no earlier than its turn in the pass, so the last
 // bucket always waits for the pass's end, and a collective slower than the
 // pass also queues: exposed = max(total / n, total - window·(n-1)/n).
-// ZeRO-1/2/3's parameter all-gathers: in the reduction's buckets, or one
-// collective of the whole shard where the framework gathers so after the step.
-double param_gather_count(const Spec& s, const Layout& l, double params) {
-  if (l.zero < 3 && profile(s.training.framework).time.param_gather_one_collective) return 1;
-  return bucket_count(s, l, params);
-}
-
 double bucketed_exposed(double total, double n, double window) {
   if (total <= 0) return 0;
   return std::max(total / n, total - window * (n - 1) / n);
@@ -580,6 +581,20 @@ double optimizer_step_time(const Spec& s, const Layout& l, double params) {
 // IPG buckets at every micro-step; Rajbhandari et al. 2020 §5.2); ZeRO 0 and 1
 // accumulate the full gradients and reduce them once a step.
 bool reduces_every_microbatch(const Layout& l) { return l.zero >= 2 && l.dp_cp() > 1; }
+
+// A stage's data-parallel collectives over one step, before overlap: the
+// gradient reduction (every micro-batch with ZeRO-2/3, else once) and the
+// parameter all-gathers (before every forward and backward with ZeRO-3, else
+// once after the step).
+struct DpStepComm {
+  double reduce_s = 0, gather_s = 0;
+  double total() const { return reduce_s + gather_s; }
+};
+DpStepComm dp_step_comm(const Spec& s, const Layout& l, const GroupPlacement& g, double params) {
+  const double m = num_microbatches(s, l);
+  return {dp_grad_reduce_time(s, l, g, params) * (reduces_every_microbatch(l) ? m : 1),
+          dp_param_gather_time(s, l, g, params) * (l.zero >= 3 ? 2 * m : 1)};
+}
 
 // DP communication a stage leaves exposed at the end of the step (ZeRO 0–2):
 // the gradient reduction's buckets run as the last micro-batch's backward
@@ -873,22 +888,23 @@ std::vector<TimeTerm> stage_dp_terms(const Spec& s, const Layout& l, int stage) 
   const Profile& prof = profile(s.training.framework);
   const double n = bucket_count(s, l, params), gb = grad_reduce_bytes(prof, s.training);
   const bool every = reduces_every_microbatch(l);
-  const double reduce = dp_grad_reduce_time(s, l, g.dp, params);
+  const DpStepComm step = dp_step_comm(s, l, g.dp, params);
+  const double reduce = step.reduce_s / (every ? m : 1);
   out.push_back(
       {"gradient reduction",
        fmt::format("{} of {:.0f} buckets of {:.4g} params x {:g} B over dp{} {}{}, {}", l.zero == 0 ? "all-reduce" : "reduce-scatter",
                    n, params / n, gb, l.cp > 1 ? "·cp" : "", l.dp_cp(),
                    s.training.grad_bucket_params_given ? " (training.grad_bucket_params)" : "",
                    every ? fmt::format("every micro-batch: {:.3f} ms x {:.0f}", reduce * 1e3, m) : std::string("once a step")),
-       reduce * (every ? m : 1), s.training.grad_bucket_params_given ? "" : prof.time.reduce_bucket});
+       step.reduce_s, s.training.grad_bucket_params_given ? "" : prof.time.reduce_bucket});
   if (l.zero >= 1) {
-    const double gather = dp_param_gather_time(s, l, g.dp, params), k = param_gather_count(s, l, params);
+    const double gather = step.gather_s / (l.zero >= 3 ? 2 * m : 1), k = param_gather_count(s, l, params);
     out.push_back({"parameter all-gather",
                    fmt::format("{:.0f} collective{} of {:.4g} params over dp{} {}, {}", k, k == 1 ? "" : "s", params / k,
                                l.cp > 1 ? "·cp" : "", l.dp_cp(),
                                l.zero >= 3 ? fmt::format("before every forward and backward: {:.3f} ms x 2 x {:.0f}", gather * 1e3, m)
                                            : std::string("once a step")),
-                   gather * (l.zero >= 3 ? 2 * m : 1), prof.time.param_gather});
+                   step.gather_s, prof.time.param_gather});
   }
   const double exposed = m * dp_exposed_per_microbatch_time(s, l, g.dp, params, mb) + dp_exposed_tail_time(s, l, g.dp, params, mb);
   out.push_back({"exposed of these",
@@ -912,8 +928,7 @@ StageStepTerms stage_step_terms(const Spec& s, const Layout& l, int stage) {
   r.cp_comm_s = m * mb.cp_comm_s;
   r.ep_comm_s = m * mb.ep_comm_s;
   r.bubble_s = estimate_time(s, l).bubble_s;
-  r.dp_comm_s = dp_grad_reduce_time(s, l, g.dp, params) * (reduces_every_microbatch(l) ? m : 1) +
-                dp_param_gather_time(s, l, g.dp, params) * (l.zero >= 3 ? 2 * m : 1);
+  r.dp_comm_s = dp_step_comm(s, l, g.dp, params).total();
   return r;
 }
 
@@ -969,8 +984,7 @@ StepTime estimate_time(const Spec& s, const Layout& l) {
 
   r.dp_comm_s = m * dp_exposed_per_microbatch_time(s, l, g.dp, crit_params, crit) + tail_dp;
   r.optimizer_s = tail_opt;
-  r.dp_comm_total_s = dp_grad_reduce_time(s, l, g.dp, tail_params) * (reduces_every_microbatch(l) ? m : 1) +
-                      dp_param_gather_time(s, l, g.dp, tail_params) * (l.zero >= 3 ? 2 * m : 1);
+  r.dp_comm_total_s = dp_step_comm(s, l, g.dp, tail_params).total();
 
   r.step_s = r.compute_s + r.tp_comm_s + r.pp_comm_s + r.cp_comm_s + r.ep_comm_s + r.dp_comm_s + r.bubble_s + r.optimizer_s;
 

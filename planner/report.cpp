@@ -181,14 +181,14 @@ json explain_json(const Spec& s, const Layout& l, const MemoryEstimate& e, const
                        {"source", t.source},
                        {"held_for_streams", t.held_for_streams}});
     j["terms"] = {{"stage", st}, {"items", terms}};
-    json times = json::array();
-    for (const TimeTerm& t : stage_time_terms(s, l, st))
-      times.push_back({{"term", t.name}, {"formula", t.formula}, {"seconds", t.seconds}, {"source", t.source}});
-    j["time_terms"] = {{"stage", st}, {"per", "micro-batch"}, {"items", times}};
-    json dp = json::array();
-    for (const TimeTerm& t : stage_dp_terms(s, l, st))
-      dp.push_back({{"term", t.name}, {"formula", t.formula}, {"seconds", t.seconds}, {"source", t.source}});
-    j["dp_time_terms"] = {{"stage", st}, {"per", "step"}, {"items", dp}};
+    const auto items = [](const std::vector<TimeTerm>& list) {
+      json a = json::array();
+      for (const TimeTerm& t : list)
+        a.push_back({{"term", t.name}, {"formula", t.formula}, {"seconds", t.seconds}, {"source", t.source}});
+      return a;
+    };
+    j["time_terms"] = {{"stage", st}, {"per", "micro-batch"}, {"items", items(stage_time_terms(s, l, st))}};
+    j["dp_time_terms"] = {{"stage", st}, {"per", "step"}, {"items", items(stage_dp_terms(s, l, st))}};
   }
   return j;
 }
