@@ -493,10 +493,16 @@ double bucket_params_for_time(const Spec& s, const Layout& l, double params) {
     case ReduceBuckets::kTrainingDefault: return training;
     case ReduceBuckets::kFixed: return double(std::max<std::int64_t>(1, p.default_bucket_params));
     case ReduceBuckets::kMegatronDdp:
-      // Without --overlap-grad-reduce the bucket size is None: one bucket.
+      // NVIDIA/Megatron-LM@d98e8a64 megatron/training/training.py:2179-2193:
+      // max(40M, 1M x dp·cp); without --overlap-grad-reduce the size is None: one bucket.
       return t.overlap_dp_comm ? std::max(40e6, 1e6 * l.dp_cp()) : std::max(1.0, params);
-    case ReduceBuckets::kTorchDdp25MiB: return 25.0 * 1024 * 1024 / dtype_bytes(t.precision);
+    case ReduceBuckets::kTorchDdp25MiB:
+      // huggingface/nanotron@67c5ebb6 examples/config_tiny_llama_bench.yaml:30
+      // (ddp_bucket_cap_mb: 25), torch DDP's cap in bytes of the parameter dtype.
+      return 25.0 * 1024 * 1024 / dtype_bytes(t.precision);
     case ReduceBuckets::kPerLayer:
+      // pytorch/torchtitan@b5bcd76c torchtitan/distributed/fsdp.py:267-368: one
+      // fully_shard unit per transformer block.
       return std::max(1.0, double(layer_params(s.model)) / l.tp);
   }
   return training;
