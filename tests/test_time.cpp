@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
+#include <tuple>
 
 #include "costmodel/memory.hpp"
 #include "costmodel/schedule.hpp"
@@ -171,15 +173,20 @@ TEST_CASE("GEMM time by shape: the k-loop overhead and the fixed time per GEMM, 
 }
 
 // OpenXLA's table of measured H100 GEMMs (tests/data/measurements/xla-sm90-matmul-bf16.csv,
-// with its source) against the shipped H100 cluster: 75% of peak x tile
-// utilization meets the large entries, and the fixed time per GEMM the small ones.
+// with its source) against the shipped H100 cluster. The table was timed in
+// short bursts, at boost clock; the cluster's gemm_efficiency is the sustained,
+// power-capped rate (the next test), so the table's large entries run a
+// steady ~10% faster than the model (log error +0.05..+0.15) while their
+// shapes agree (spread about that mean under 8%), and the fixed time per GEMM
+// brings the small entries in.
 TEST_CASE("GEMM time on H100 against OpenXLA's measured sm_90 table (issue 15)", "[time][measurements]") {
   std::ifstream in(test::repo("tests/data/measurements/xla-sm90-matmul-bf16.csv"));
   REQUIRE(in);
   Cluster c = test::cluster("dgx-h100");
   REQUIRE(c.gemm_fixed_us == 4);
-  double sum_all = 0, sum_big = 0, sum_flat = 0;
-  int n_all = 0, n_big = 0;
+  double sum_all = 0, sum_flat = 0;
+  std::vector<double> big;
+  int n_all = 0;
   std::string line;
   while (std::getline(in, line)) {
     if (line.empty() || line[0] == '#' || line[0] == 'b') continue;
@@ -196,20 +203,96 @@ TEST_CASE("GEMM time on H100 against OpenXLA's measured sm_90 table (issue 15)",
     sum_all += e * e, sum_flat += ef * ef, ++n_all;
     if (b * m >= 4096 && n >= 1024 && k >= 1024) {
       INFO(line << ": model " << gemm_time(g, c, 2) * 1e6 << " us, measured " << measured * 1e6 << " us");
-      CHECK(std::abs(e) < 0.15);
-      sum_big += e * e, ++n_big;
+      CHECK(e > 0);  // never faster than a burst at boost clock
+      CHECK(e < 0.25);
+      big.push_back(e);
     }
   }
   REQUIRE(n_all == 143);
-  REQUIRE(n_big == 19);
-  const double rms_all = std::sqrt(sum_all / n_all), rms_big = std::sqrt(sum_big / n_big),
-               rms_flat = std::sqrt(sum_flat / n_all);
+  REQUIRE(big.size() == 19);
+  double mean_big = 0, spread = 0;
+  for (double e : big) mean_big += e / double(big.size());
+  for (double e : big) spread += (e - mean_big) * (e - mean_big) / double(big.size());
+  spread = std::sqrt(spread);
+  const double rms_all = std::sqrt(sum_all / n_all), rms_flat = std::sqrt(sum_flat / n_all);
   WARN("H100 GEMMs vs OpenXLA's sm_90 table: rms log error " << rms_all << " over 143 (" << rms_flat
-                                                              << " without the fixed time), " << rms_big
-                                                              << " over the 19 large");
-  CHECK(rms_all < 0.28);
-  CHECK(rms_big < 0.08);
+                                                              << " without the fixed time); the 19 large: mean "
+                                                              << mean_big << ", spread " << spread);
+  CHECK(rms_all < 0.30);
   CHECK(rms_flat > 0.6);
+  CHECK(mean_big > 0.05);
+  CHECK(mean_big < 0.15);
+  CHECK(spread < 0.08);
+}
+
+// 630 bf16 GEMM shapes of Llama-family linear layers measured on one H100
+// 80GB HBM3 through PyTorch/cuBLAS under sustained load, the GPU at its 700 W
+// power cap (tests/data/measurements/h100-cublas-training-gemms.csv, with its
+// source): the shipped cluster's time per GEMM, and per layer (the five
+// linears' forward, input- and weight-gradient GEMMs of one model, tp and
+// token count), against what the GPU did.
+TEST_CASE("GEMM time on H100 against cuBLAS measured at training shapes, power-capped (issue 15)",
+          "[time][measurements]") {
+  std::ifstream in(test::repo("tests/data/measurements/h100-cublas-training-gemms.csv"));
+  REQUIRE(in);
+  const Cluster c = test::cluster("dgx-h100");
+  std::map<std::tuple<double, double, double>, double> measured;  // (m, n, k) -> seconds
+  double sum = 0, sum_sq = 0;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#' || line[0] == 'm') continue;
+    std::istringstream ss(line);
+    std::string f[9];
+    for (auto& x : f) std::getline(ss, x, ',');
+    const double m = std::stod(f[0]), n = std::stod(f[1]), k = std::stod(f[2]), seconds = std::stod(f[3]);
+    const Gemm g{"", 1, m, n, k, false};
+    REQUIRE(g.flops() / seconds / 1e12 == Approx(std::stod(f[4])).epsilon(2e-3));  // the file's TFLOP/s column
+    const double e = std::log(gemm_time(g, c, 2) / seconds);
+    sum += e, sum_sq += e * e;
+    measured[{m, n, k}] = seconds;
+  }
+  REQUIRE(measured.size() == 630);
+  const double mean = sum / 630, rms = std::sqrt(sum_sq / 630);
+  WARN("H100 cuBLAS GEMMs at training shapes, power-capped: mean log error " << mean << ", rms " << rms
+                                                                              << " over 630 shapes");
+  CHECK(std::abs(mean) < 0.02);
+  CHECK(rms < 0.16);
+  // Per layer: the QKV, out-proj, gate|up and down linears (each m = tokens, k in, n out: forward
+  // tokens x n by k, input gradient tokens x k by n, weight gradient n x k by tokens), from each
+  // model's config.json (hidden, FFN, heads, KV heads).
+  struct M {
+    const char* name;
+    double h, f, heads, kv;
+  };
+  const M models[] = {{"playbook-1b", 2048, 8192, 32, 8}, {"playbook-3b", 3072, 8192, 24, 8},
+                      {"llama-2-7b", 4096, 11008, 32, 32}, {"llama-3.1-8b", 4096, 14336, 32, 8},
+                      {"llama-3.1-70b", 8192, 28672, 64, 8}};
+  double worst = 0;
+  int layers = 0, big = 0;
+  for (const M& md : models)
+    for (double tp : {1, 2, 4, 8})
+      for (double t : {4096, 8192, 16384}) {
+        const double hd = md.h / md.heads;
+        const double lin[4][2] = {{md.h, (md.h + 2 * md.kv * hd) / tp}, {md.h / tp, md.h}, {md.h, 2 * md.f / tp},
+                                  {md.f / tp, md.h}};
+        double model = 0, meas = 0;
+        for (const auto& [k, n] : lin)
+          for (const Gemm& g : {Gemm{"", 1, t, n, k, false}, Gemm{"", 1, t, k, n, false}, Gemm{"", 1, n, k, t, false}}) {
+            const auto it = measured.find({g.m, g.n, g.k});
+            REQUIRE(it != measured.end());
+            model += gemm_time(g, c, 2), meas += it->second;
+          }
+        const double e = model / meas - 1;
+        INFO(md.name << " tp " << tp << ", " << t << " tokens: model " << model * 1e3 << " ms, measured " << meas * 1e3
+                     << " ms");
+        // Layers under 1 ms (small models at high tp and 4,096 tokens) carry the table's noise: one
+        // 4096 x 768 x 2048 GEMM measured 153 us where twice its work took 46 us.
+        CHECK(std::abs(e) < (meas > 1e-3 ? 0.10 : 0.25));
+        if (meas > 1e-3) worst = std::max(worst, std::abs(e)), ++big;
+        ++layers;
+      }
+  REQUIRE(layers == 60);
+  WARN("per layer: worst |error| " << worst * 100 << "% over the " << big << " of 60 that take over 1 ms");
 }
 
 TEST_CASE("GEMM tile and wave quantization on the GPU's SMs (issue 15)", "[time]") {
