@@ -512,7 +512,7 @@ Cluster kernel_fit_cluster(const Calibration& c) {
   k.gpu.hbm_bandwidth_gbs = c.memory_fit.bandwidth / 1e9;
   k.gemm_efficiency = c.gemm_fit.efficiency;
   k.gemm_fixed_us = c.gemm_fit.fixed_s * 1e6;
-  k.hbm_efficiency = c.memory_fit.efficiency;
+  k.hbm_efficiency = c.hbm_efficiency_used();
   k.optimizer_efficiency = c.memory_fit.optimizer_efficiency;  // 0 (no Adam samples): hbm_efficiency
   const bool measured = c.mpi && c.link_fit.bytes_per_s > 0;
   k.intra_node.bandwidth_gbs = measured ? c.link_fit.bytes_per_s / 1e9 : c.memory_fit.bandwidth / 1e9;
@@ -524,27 +524,36 @@ Cluster kernel_fit_cluster(const Calibration& c) {
 
 }  // namespace
 
+double Calibration::hbm_efficiency_used() const {
+  return memory_fit_rejected ? Cluster{}.hbm_efficiency : memory_fit.efficiency;
+}
+
 void fit_calibration(Calibration* c) {
   Samples& s = c->samples;
   std::vector<GemmSample> mine, other;
   for (const GemmSample& g : s.gemm) (g.dtype == c->precision ? mine : other).push_back(g);
   // The GEMM fit's roofline needs the memory rate and the work fit's attention
   // core the GEMM rate: fit one after the other, twice (CPU GEMMs are compute-
-  // bound, so the second round changes little).
-  double membw = 0;
-  for (const CopySample& x : s.copies) membw = std::max(membw, x.bytes_per_s());
+  // bound, so the second round changes little). The memory rate is the best
+  // copy's at the hbm_efficiency used: a rejected work fit (below
+  // kMinHbmEfficiency) would price every GEMM as memory-bound.
+  double copy = 0;
+  for (const CopySample& x : s.copies) copy = std::max(copy, x.bytes_per_s());
+  double membw = copy;
   for (int round = 0; round < 2; ++round) {
     c->gemm_fit = fit_gemm(mine, 0, membw);
     Cluster base;
     base.gpu.peak_tflops_bf16 = c->gemm_fit.peak_flops / 1e12;
     base.gemm_efficiency = c->gemm_fit.efficiency;
     c->memory_fit = fit_memory(s.copies, s.work, base);
-    membw = c->memory_fit.bandwidth * c->memory_fit.efficiency;
+    c->memory_fit_rejected = c->memory_fit.samples > 0 && c->memory_fit.efficiency < kMinHbmEfficiency;
+    membw = c->memory_fit.bandwidth * c->hbm_efficiency_used();
   }
   if (c->mpi && !s.collectives.empty()) c->link_fit = fit_link(s.collectives);
   // Last, the kernel fits' efficiencies refitted to whole training steps (on
   // the fitted link: data-parallel steps include their gradient all-reduce).
   c->step_fit = fit_steps(s.steps, kernel_fit_cluster(*c));
+  c->step_fit_rejected = c->step_fit.samples >= 2 && c->step_fit.hbm_efficiency < kMinHbmEfficiency;
   if (!other.empty()) c->other_gemm_fit = fit_gemm(other, 0, membw);
   s.gemm = mine;
   s.gemm.insert(s.gemm.end(), other.begin(), other.end());
@@ -559,10 +568,11 @@ Cluster calibrated_cluster(const Calibration& c, const std::string& name) {
   k.gpus_per_node = c.ranks;
   k.runtime_overhead_gib = 0;
   k.fragmentation = 0;
-  k.gemm_efficiency = c.step_fit.samples >= 2 ? c.step_fit.gemm_efficiency : c.gemm_fit.efficiency;
-  k.hbm_efficiency = c.step_fit.samples >= 2 ? c.step_fit.hbm_efficiency : c.memory_fit.efficiency;
-  k.attention_efficiency = c.step_fit.samples >= 3 ? c.step_fit.attention_efficiency : 0;
-  if (c.step_fit.latency_fitted) k.intra_node.latency_us = k.inter_node.latency_us = c.step_fit.latency_s * 1e6;
+  const bool steps = c.step_fit.samples >= 2 && !c.step_fit_rejected;
+  k.gemm_efficiency = steps ? c.step_fit.gemm_efficiency : c.gemm_fit.efficiency;
+  k.hbm_efficiency = steps ? c.step_fit.hbm_efficiency : c.hbm_efficiency_used();
+  k.attention_efficiency = steps && c.step_fit.samples >= 3 ? c.step_fit.attention_efficiency : 0;
+  if (steps && c.step_fit.latency_fitted) k.intra_node.latency_us = k.inter_node.latency_us = c.step_fit.latency_s * 1e6;
   return k;
 }
 
@@ -652,7 +662,14 @@ std::string calibrated_cluster_yaml(const Calibration& c, const std::string& nam
   y += fmt::format("# least-squares fit of the model's non-GEMM time (memory-bound terms, attention core) to\n"
                    "# the executor's kernels of whole micro-batches (layers, embedding, output; {} of them): {} (RMS error {:.1f}%)\n",
                    c.memory_fit.samples, num(c.memory_fit.efficiency), 100 * c.memory_fit.rms_rel_error);
-  if (c.step_fit.samples >= 2)
+  if (c.memory_fit_rejected)
+    y += fmt::format("# NOT USED: below {} of the copy rate the executor's kernels are not memory-bound (reference-grade\n"
+                     "# kernels); hbm_efficiency is the default {} of the measured copy rate\n",
+                     num(kMinHbmEfficiency), num(Cluster{}.hbm_efficiency));
+  if (c.step_fit_rejected)
+    y += fmt::format("# the refit to {} whole training steps gave hbm_efficiency {}, below {}: not used\n",
+                     c.step_fit.samples, num(c.step_fit.hbm_efficiency), num(kMinHbmEfficiency));
+  else if (c.step_fit.samples >= 2)
     y += fmt::format("# both refitted, with attention_efficiency, to the executor's whole training steps over the\n"
                      "# calibrated ranks (data-parallel, tp + sp, ZeRO 2; {} of them): RMS error of the step time\n"
                      "# {:.1f}% with the kernel fits, {:.1f}% with these\n",
@@ -715,6 +732,10 @@ std::string render_calibration(const Calibration& c) {
                    c.memory_fit.bandwidth / 1e9, c.memory_fit.efficiency,
                    c.memory_fit.bandwidth * c.memory_fit.efficiency / 1e9, 100 * c.memory_fit.rms_rel_error,
                    c.memory_fit.samples);
+  if (c.memory_fit_rejected)
+    o += fmt::format("  not used: below {:.2f} of the copy rate this work is not memory-bound (the executor's reference-grade\n"
+                     "  kernels); the GEMM roofline and the cluster take hbm_efficiency {:.2f} of the best copy\n",
+                     kMinHbmEfficiency, Cluster{}.hbm_efficiency);
   if (c.memory_fit.optimizer_samples > 0)
     o += fmt::format("  fit: optimizer_efficiency {:.4f} -> {:.3f} GB/s; RMS error {:.1f}% over {} Adam steps\n",
                      c.memory_fit.optimizer_efficiency,
@@ -735,15 +756,17 @@ std::string render_calibration(const Calibration& c) {
     }
   }
   o += fmt::format("  fit: gemm_efficiency {:.4f} (kernels: {:.4f}), hbm_efficiency {:.4f} (kernels: {:.4f}), "
-                   "attention_efficiency {:.4f}{}; RMS error {:.1f}% (kernel fits: {:.1f}%) over {} steps; these are "
-                   "written\n",
+                   "attention_efficiency {:.4f}{}; RMS error {:.1f}% (kernel fits: {:.1f}%) over {} steps; {}\n",
                    c.step_fit.gemm_efficiency, c.gemm_fit.efficiency, c.step_fit.hbm_efficiency,
                    c.memory_fit.efficiency, c.step_fit.attention_efficiency,
                    c.step_fit.latency_fitted
                        ? fmt::format(", link latency {:.2f} us per step (collectives: {:.2f})",
                                      c.step_fit.latency_s * 1e6, c.link_fit.alpha_s * 1e6)
                        : std::string(),
-                   100 * c.step_fit.rms_rel_error, 100 * c.step_fit.rms_rel_error_before, c.step_fit.samples);
+                   100 * c.step_fit.rms_rel_error, 100 * c.step_fit.rms_rel_error_before, c.step_fit.samples,
+                   c.step_fit_rejected ? fmt::format("NOT written (hbm_efficiency below {:.2f}: not memory-bound work); "
+                                                     "the kernel fits are", kMinHbmEfficiency)
+                                       : std::string("these are written"));
   if (!c.mpi) {
     o += "\ncollectives: not measured (one rank, or no MPI in this build)\n";
     return o;

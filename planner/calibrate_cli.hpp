@@ -53,8 +53,18 @@ struct Calibration {
   validate::MemoryFit memory_fit;
   validate::StepFit step_fit;  // what the cluster's gemm/hbm_efficiency come from
   validate::LinkFit link_fit;
+  // A fit of hbm_efficiency below kMinHbmEfficiency says the measured non-GEMM
+  // work is not HBM traffic (the GPU executor's reference-grade kernels), so
+  // it is reported but not used: the cluster keeps the default hbm_efficiency
+  // of the measured copy rate, and a step fit that lands there is not written.
+  bool memory_fit_rejected = false, step_fit_rejected = false;
+  double hbm_efficiency_used() const;
   bool oversubscribed() const { return ranks > cores; }
 };
+// JUDGEMENT: a memory-bound kernel moves its bytes at no less than 5 % of the
+// best copy rate; work fitted slower than that is bound by something else
+// (latency, one thread per element, one warp per attention row: docs/gpu.md).
+inline constexpr double kMinHbmEfficiency = 0.05;
 
 // The samples as JSON: how the ranks of a launched run hand them back.
 nlohmann::json samples_json(const validate::Samples& s);

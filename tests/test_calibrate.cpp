@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cli_runner.hpp"
+#include "test_helpers.hpp"
 #include "costmodel/time.hpp"
 #include "planner/calibrate_cli.hpp"
 #include "planner/spec_error.hpp"
@@ -528,4 +529,48 @@ TEST_CASE("paraplan calibrate: bad input is one line and exit 2, with no file le
     CHECK(r.err.find("s.json") != std::string::npos);
     CHECK_FALSE(fs::exists(dir.path() / "c.yaml"));
   }
+}
+
+// What `calibrate --backend gpu --ranks 1 --save-samples` measured on one H100
+// (tests/data/calibrate/h100-gpu-samples.json, docs/gpu.md "One H100,
+// 2026-11-26"). The executor's non-GEMM kernels there are reference-grade (one
+// warp per attention row), so a fit of hbm_efficiency to them lands at its
+// floor; it used to be written and to price every GEMM as memory-bound (a
+// 0.53 ms QKV GEMM "fitted" at 85.6 ms). Now it is reported and set aside.
+TEST_CASE("calibrate on a GPU: reference-grade kernels do not set the HBM rate or price the GEMMs", "[calibrate]") {
+  std::ifstream in(test::repo("tests/data/calibrate/h100-gpu-samples.json"));
+  REQUIRE(in);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  Calibration c;
+  c.backend = "gpu";
+  c.precision = DType::kBf16;
+  c.ranks = 1;
+  c.cores = 16;
+  c.mpi = true;
+  c.samples = samples_from_json(j.at("samples"));
+  fit_calibration(&c);
+  // The measured work: Llama-2-7B's QKV at 4096 tokens took 0.534 ms (772 TFLOP/s), 8192^3 1.479 ms.
+  int checked = 0;
+  for (const GemmSample& g : c.samples.gemm) {
+    if (g.dtype != DType::kBf16 || (g.shape.name.rfind("llama-2-7b", 0) != 0 && g.shape.name != "square 8192")) continue;
+    INFO(g.shape.name << ": measured " << g.seconds * 1e3 << " ms, fitted " << g.fitted_s * 1e3 << " ms");
+    CHECK(std::abs(g.fitted_s / g.seconds - 1) < 0.2);
+    ++checked;
+  }
+  CHECK(checked == 46);  // 15 GEMMs x tp 1, 2, 8 and the 8192 square
+  CHECK(c.memory_fit.efficiency < kMinHbmEfficiency);
+  CHECK(c.memory_fit_rejected);
+  CHECK(c.step_fit_rejected);
+  const Cluster k = calibrated_cluster(c, "h100");
+  CHECK(k.hbm_efficiency == Cluster{}.hbm_efficiency);
+  CHECK(k.gemm_efficiency == c.gemm_fit.efficiency);
+  CHECK(k.attention_efficiency == 0);
+  // The written peak x efficiency: between the sustained rate measured through PyTorch (683 TFLOP/s at 8192^3,
+  // power-capped) and the best GEMM calibrate timed (811 TFLOP/s).
+  const double rate = k.gpu.peak_tflops_bf16 * k.gemm_efficiency;
+  CHECK(rate > 683);
+  CHECK(rate < 811);
+  const std::string yaml = calibrated_cluster_yaml(c, "h100");
+  CHECK(yaml.find("NOT USED") != std::string::npos);
+  CHECK(render_calibration(c).find("NOT written") != std::string::npos);
 }
