@@ -15,7 +15,7 @@ cmake --build build-asan -j"$(nproc)" --target paraplan paraplan_tests >build-as
   { tail -40 build-asan/build.log; echo "test.sh: the sanitizer build failed"; exit 1; }
 echo "test.sh: unit tests under ASan + UBSan (build-asan/tests/paraplan_tests)"
 ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 PARAPLAN_TEST_CLI_TIMEOUT=600 \
-  timeout 1200 build-asan/tests/paraplan_tests '~[signals]' || status=$?  # process timing, not memory: ctest ran them
+  timeout 1200 build-asan/tests/paraplan_tests '~[signals]~[slow]' || status=$?  # process timing, not memory: ctest ran them
 
 # A short fuzz run of every harness (longer: bash scripts/fuzz.sh 600).
 bash scripts/fuzz.sh 15 || status=$?

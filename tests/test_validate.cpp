@@ -248,6 +248,34 @@ TEST_CASE("validate: --emulate-rank runs rank 0 of a 64-rank GPT-2 plan at its r
   CHECK(rank.at("measured").at("activations").get<double>() > 50.0 * 1024 * 1024);
 }
 
+// An emulated tp rank's stand-in for the embedding's tp all-reduce adds no
+// other rank's vocabulary rows: a token outside its own entered the layers as
+// an exact zero, RMSNorm's backward at x = 0 multiplied the gradient by
+// 1/sqrt(eps) at every norm, and 32 layers overflowed fp32 (a Llama-2-7B rank
+// on the H100, docs/gpu.md). Here each sequence (32 consecutive ids of an
+// 8,192 vocabulary) lies in one half; before the fix rank 0's step-0 gradients
+// of 21 of the 128 layers were non-finite (8 s; [slow]: not rerun under ASan).
+TEST_CASE("validate: an emulated tp rank's gradients stay finite through 128 layers", "[validate][slow]") {
+  TempDir dir;
+  const Result r = run_paraplan({"validate", kData + "llama-deep-bf16.yaml", "--layout", "dp=2,tp=2,mbs=1",
+                                 "--emulate-rank", "0", "--steps", "2", "--grad-check", "--format", "json"},
+                                dir.path());
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j.at("loss_finite").get<bool>());
+  const auto& grads = j.at("ranks").at(0).at("grads");
+  REQUIRE(grads.size() == 128 * 6 + 3);  // 6 tensors a layer, embedding, final norm, output
+  int nonzero = 0;
+  for (const auto& g : grads) {
+    INFO(g.dump());
+    REQUIRE(g.at(1).is_number());  // a non-finite checksum is written as null
+    CHECK(std::isfinite(g.at(1).get<double>()));
+    nonzero += g.at(1).get<double>() > 0;
+  }
+  CHECK(nonzero == 128 * 6 + 3);  // dp rank 0 without ZeRO reports every tensor of its tp shard
+}
+
 TEST_CASE("validate: bad input is one line and exit 2", "[validate]") {
   TempDir dir;
   const Result a = run_paraplan({"validate", kData + "gpt-fp32.yaml", "--layout", "dp=2", "--emulate-rank", "7"},

@@ -73,6 +73,13 @@ class Exec {
                     std::uint64_t seed, std::int64_t pos0, std::int64_t seq0);
   std::uint64_t dropout_seed(int layer, int which) const;
   std::int64_t seq0(int mb) const;
+  // Token `pos` of global sequence `seq` (synthetic_token). An emulated rank
+  // with tp > 1 draws it from its own vocabulary rows: its stand-in for the
+  // embedding's tp all-reduce adds no other rank's rows, so a token outside
+  // them would enter the layers as an exact zero, and RMSNorm's backward at
+  // x = 0 multiplies the gradient by 1/sqrt(eps) per norm (a 32-layer
+  // Llama-2-7B rank overflowed fp32 at its 26th layer on the H100).
+  std::int32_t token(std::int64_t seq, std::int64_t pos) const;
   void phase(const char* what, int chunk, int mb, int layer = -1);
   Buffer act_buf(std::int64_t n, Category c, const char* what) {
     return Buffer(&A, n, act, c, what);

@@ -24,6 +24,13 @@ std::int32_t synthetic_token(std::uint64_t seed, std::int64_t seq, std::int64_t 
 
 namespace detail {
 
+std::int32_t Exec::token(std::int64_t seq, std::int64_t pos) const {
+  const std::int32_t t = synthetic_token(cfg.seed, seq, pos, m.vocab_size);
+  if (!cfg.emulated || l.tp == 1) return t;
+  const std::int64_t first = tp_rank * vrows, rows = std::min<std::int64_t>(vrows, m.vocab_size - first);
+  return rows > 0 ? std::int32_t(first + t % rows) : t;
+}
+
 Exec::Exec(const RunConfig& c, Device& d, TrackingAllocator& a, Groups& g)
     : cfg(c), dev(d), A(a), clock(d.phase_clock()), timer(clock.get()), G(timed_views(g, &timer)),
       m(c.spec.model), l(c.layout), t(c.spec.training) {

@@ -18,7 +18,7 @@ void Exec::embedding_forward(int mb, ChunkState& st, Buffer& x0) {
   const std::int64_t sq0 = seq0(mb);
   std::vector<std::int32_t> ids(static_cast<std::size_t>(T));
   for (std::int64_t r = 0; r < T; ++r)
-    ids[std::size_t(r)] = synthetic_token(cfg.seed, sq0 + r % b, r / b, m.vocab_size);
+    ids[std::size_t(r)] = token(sq0 + r % b, r / b);
   st.tokens = Buffer::bytes(&A, T * 4, Category::kActivations, "token ids");
   dev.upload(ids.data(), st.tokens.data(), T * 4);
   const auto* tok = st.tokens.as<std::int32_t>();
@@ -65,7 +65,7 @@ void Exec::head_forward(int mb, ChunkState& st) {
   const std::int64_t sq0 = seq0(mb);
   std::vector<std::int32_t> ids(static_cast<std::size_t>(T));
   for (std::int64_t r = 0; r < T; ++r)
-    ids[std::size_t(r)] = synthetic_token(cfg.seed, sq0 + r % b, r / b + 1, m.vocab_size);
+    ids[std::size_t(r)] = token(sq0 + r % b, r / b + 1);
   st.targets = Buffer::bytes(&A, T * 4, Category::kActivations, "labels");
   dev.upload(ids.data(), st.targets.data(), T * 4);
   const auto* tgt = st.targets.as<std::int32_t>();
