@@ -593,13 +593,14 @@ bool reduces_every_microbatch(const Layout& l) { return l.zero >= 2 && l.dp_cp()
 // parameter all-gathers (before every forward and backward with ZeRO-3, else
 // once after the step).
 struct DpStepComm {
-  double reduce_s = 0, gather_s = 0;
-  double total() const { return reduce_s + gather_s; }
+  double reduce_s = 0, reduces = 1;  // one reduction, and how many a step runs
+  double gather_s = 0, gathers = 1;  // one round of parameter gathers, and how many
+  double total() const { return reduce_s * reduces + gather_s * gathers; }
 };
 DpStepComm dp_step_comm(const Spec& s, const Layout& l, const GroupPlacement& g, double params) {
   const double m = num_microbatches(s, l);
-  return {dp_grad_reduce_time(s, l, g, params) * (reduces_every_microbatch(l) ? m : 1),
-          dp_param_gather_time(s, l, g, params) * (l.zero >= 3 ? 2 * m : 1)};
+  return {dp_grad_reduce_time(s, l, g, params), reduces_every_microbatch(l) ? m : 1,
+          dp_param_gather_time(s, l, g, params), l.zero >= 3 ? 2 * m : 1};
 }
 
 // DP communication a stage leaves exposed at the end of the step (ZeRO 0–2):
@@ -895,22 +896,22 @@ std::vector<TimeTerm> stage_dp_terms(const Spec& s, const Layout& l, int stage) 
   const double n = bucket_count(s, l, params), gb = grad_reduce_bytes(prof, s.training);
   const bool every = reduces_every_microbatch(l);
   const DpStepComm step = dp_step_comm(s, l, g.dp, params);
-  const double reduce = step.reduce_s / (every ? m : 1);
+  const double reduce = step.reduce_s;
   out.push_back(
       {"gradient reduction",
        fmt::format("{} of {:.0f} buckets of {:.4g} params x {:g} B over dp{} {}{}, {}", l.zero == 0 ? "all-reduce" : "reduce-scatter",
                    n, params / n, gb, l.cp > 1 ? "·cp" : "", l.dp_cp(),
                    s.training.grad_bucket_params_given ? " (training.grad_bucket_params)" : "",
                    every ? fmt::format("every micro-batch: {:.3f} ms x {:.0f}", reduce * 1e3, m) : std::string("once a step")),
-       step.reduce_s, s.training.grad_bucket_params_given ? "" : prof.time.reduce_bucket});
+       step.reduce_s * step.reduces, s.training.grad_bucket_params_given ? "" : prof.time.reduce_bucket});
   if (l.zero >= 1) {
-    const double gather = step.gather_s / (l.zero >= 3 ? 2 * m : 1), k = param_gather_count(s, l, params);
+    const double gather = step.gather_s, k = param_gather_count(s, l, params);
     out.push_back({"parameter all-gather",
                    fmt::format("{:.0f} collective{} of {:.4g} params over dp{} {}, {}", k, k == 1 ? "" : "s", params / k,
                                l.cp > 1 ? "·cp" : "", l.dp_cp(),
                                l.zero >= 3 ? fmt::format("before every forward and backward: {:.3f} ms x 2 x {:.0f}", gather * 1e3, m)
                                            : std::string("once a step")),
-                   step.gather_s, prof.time.param_gather});
+                   step.gather_s * step.gathers, prof.time.param_gather});
   }
   const double exposed = m * dp_exposed_per_microbatch_time(s, l, g.dp, params, mb) + dp_exposed_tail_time(s, l, g.dp, params, mb);
   out.push_back({"exposed of these",

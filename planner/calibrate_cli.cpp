@@ -537,9 +537,8 @@ void fit_calibration(Calibration* c) {
   // bound, so the second round changes little). The memory rate is the best
   // copy's at the hbm_efficiency used: a rejected work fit (below
   // kMinHbmEfficiency) would price every GEMM as memory-bound.
-  double copy = 0;
-  for (const CopySample& x : s.copies) copy = std::max(copy, x.bytes_per_s());
-  double membw = copy;
+  double membw = 0;
+  for (const CopySample& x : s.copies) membw = std::max(membw, x.bytes_per_s());
   for (int round = 0; round < 2; ++round) {
     c->gemm_fit = fit_gemm(mine, 0, membw);
     Cluster base;

@@ -32,7 +32,7 @@ res = {"torch": torch.__version__, "device": dev, "quick": quick}
 if dev == "cuda":
     p = torch.cuda.get_device_properties(0)
     res.update(gpu=p.name, sms=p.multi_processor_count, total_bytes=p.total_memory,
-               cuda=torch.version.cuda, cublas=None,
+               cuda=torch.version.cuda,
                cuda_module_loading=os.environ.get("CUDA_MODULE_LOADING", "(unset: PyTorch sets LAZY)"))
 
 
@@ -47,7 +47,7 @@ def sync():
 
 
 def timeit(fn, min_time=0.05, max_iters=200):
-    """Median-free mean over a batch of back-to-back calls after warm-up, CUDA events."""
+    """Mean time of a batch of back-to-back calls after a warm-up (CUDA events on the GPU)."""
     fn(); sync()
     t0 = time.perf_counter(); fn(); sync(); one = max(time.perf_counter() - t0, 1e-6)
     iters = max(3, min(max_iters, int(min_time / one)))
