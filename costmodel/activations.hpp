@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "costmodel/fixed_list.hpp"
 #include "costmodel/frameworks/profile.hpp"
 #include "costmodel/layout.hpp"
 #include "costmodel/model.hpp"
@@ -52,13 +53,7 @@ struct SavedTensor {
 // experts in place of the MLP). Attention is multi-latent when the model says so.
 enum class LayerKind { kDense, kMoe };
 
-struct TensorList {
-  std::array<SavedTensor, 48> items{};
-  int size = 0;
-  void add(const SavedTensor& t) { items[size++] = t; }
-  const SavedTensor* begin() const { return items.data(); }
-  const SavedTensor* end() const { return items.data() + size; }
-};
+using TensorList = FixedList<SavedTensor, 48>;
 
 struct ActShape {
   std::int64_t s, b;  // sequence length, micro-batch size

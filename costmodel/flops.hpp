@@ -32,13 +32,7 @@ struct Gemm {
 };
 
 // The forward GEMMs of one transformer layer.
-struct LayerGemms {
-  std::array<Gemm, 16> items{};
-  int size = 0;
-  void add(const Gemm& g) { items[size++] = g; }
-  const Gemm* begin() const { return items.data(); }
-  const Gemm* end() const { return items.data() + size; }
-};
+using LayerGemms = FixedList<Gemm, 16>;
 
 // Forward GEMMs of one layer for b sequences of s tokens on one of tp ranks:
 // column-parallel QKV and fc1, heads split over tp, row-parallel out-proj and

@@ -8,6 +8,7 @@
 
 #include "costmodel/activations.hpp"
 #include "costmodel/frameworks/profile.hpp"
+#include "costmodel/memo.hpp"
 #include "costmodel/schedule.hpp"
 
 namespace paraplan {
@@ -26,13 +27,24 @@ const char* category_name(Category c) {
   return "?";
 }
 
+namespace {
+// std::llround, exactly, without the library call for the non-negative
+// values below 2^53 that byte counts are (the search rounds a dozen per
+// layout): the fraction x - trunc(x) is exact there, and halves round up.
+std::int64_t round_bytes(double x) {
+  if (!(x >= 0 && x < 9007199254740992.0)) return std::int64_t(std::llround(x));
+  const std::int64_t t = std::int64_t(x);
+  return t + (x - double(t) >= 0.5);
+}
+}  // namespace
+
 std::int64_t gpu_memory_bytes(const Cluster& c) {
-  return std::int64_t(std::llround(c.gpu.memory_gib * kGiB));
+  return round_bytes(c.gpu.memory_gib * kGiB);
 }
 
 std::int64_t usable_memory_bytes(const Spec& s) {
   const std::int64_t gpu = gpu_memory_bytes(s.cluster);
-  return gpu - std::int64_t(std::llround(s.memory_headroom * double(gpu)));
+  return gpu - round_bytes(s.memory_headroom * double(gpu));
 }
 
 namespace {
@@ -133,14 +145,27 @@ double stage_bytes_bound(const Spec& s, const Layout& l) {
 // stage of a layout, so computed once per layout (peak_memory walks three
 // stages, estimate_memory all of them).
 struct LayerMemory {
+  // stage_bytes_bound (the same for every stage); past kSaturatedBytes nothing
+  // else is computed (saturated) and the stage is one saturated term.
+  double bytes_bound = 0;
+  bool saturated = false;
   std::int64_t per_layer = 0, whole = 0, slack = 0, whole_slack = 0;
   // The same for a mixture-of-experts layer (0 for a dense model).
   std::int64_t moe_per_layer = 0, moe_whole = 0, moe_slack = 0, moe_whole_slack = 0;
   TransientPeak transient, transient_none;
   int output_stage = 0, loss_stage = 0;  // output_stage(), loss_stage() of the layout
+  // What the first stage saves for the embedding and the output layer's rank
+  // for the final norm and output layer, per micro-batch in flight.
+  std::int64_t embedding = 0, head = 0;
 };
 
 LayerMemory layer_memory(const Spec& s, const Layout& l) {
+  LayerMemory r;
+  r.bytes_bound = stage_bytes_bound(s, l);
+  if (r.bytes_bound > double(kSaturatedBytes)) {
+    r.saturated = true;
+    return r;
+  }
   const Model& m = s.model;
   const Training& t = s.training;
   const Profile& prof = profile(t.framework);
@@ -148,7 +173,6 @@ LayerMemory layer_memory(const Spec& s, const Layout& l) {
                    moe_expert_load(prof, t, l.ep), l.ep,
                    m.is_moe() ? m.num_experts / l.ep : 1};
   const bool full = l.recompute == Recompute::kFull, fragmentation = s.cluster.fragmentation_modelled();
-  LayerMemory r;
   // One pass over each kind's saved tensors gives every mode's bytes and slack.
   auto fill = [&](LayerKind kind, std::int64_t* per_layer, std::int64_t* whole, std::int64_t* slack, std::int64_t* whole_slack,
                   TransientPeak* transient, TransientPeak* transient_none) {
@@ -173,14 +197,26 @@ LayerMemory layer_memory(const Spec& s, const Layout& l) {
   }
   r.output_stage = output_stage(m, l);
   r.loss_stage = loss_stage(m, l);
+  for (const SavedTensor& x : embedding_saved_tensors(m)) r.embedding += tensor_bytes(x, a);
+  for (const SavedTensor& x : output_saved_tensors(m)) r.head += tensor_bytes(x, a);
   return r;
+}
+
+// The key a layer's memory terms depend on: the layout less its ZeRO stage
+// and recompute method (layer_memory reads neither).
+Layout layer_memory_key(Layout l) {
+  l.zero = 0;
+  l.recompute_method = RecomputeMethod::kUniform;
+  l.recompute_layers = 1;
+  return l;
 }
 
 template <class Sink>
 void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, const LayerMemory* layer_memory_given) {
   const Model& m = s.model;
   const Training& t = s.training;
-  if (stage_bytes_bound(s, l) > double(kSaturatedBytes)) {
+  const LayerMemory lm = layer_memory_given ? *layer_memory_given : layer_memory(s, l);
+  if (lm.saturated) {
     // Too large to count exactly: one term, and the layout never fits.
     out.add(Category::kActivations, "beyond 2^60 bytes (1 EiB) per GPU", kSaturatedBytes, [&] {
       return fmt::format("seq {} x mbs {} x {} layers x {} heads: more than 2^60 bytes; not counted exactly",
@@ -200,7 +236,6 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
   // The output layer's and the loss's rank: the last, or where nanotron's
   // compute-cost split puts them (CostSplit); `last` is the pipeline's end.
   const bool first = stage == 0, last = stage == l.pp - 1;
-  const LayerMemory lm = layer_memory_given ? *layer_memory_given : layer_memory(s, l);
   const bool holds_output = stage == lm.output_stage, holds_loss = stage == lm.loss_stage;
 
   // Model state: the framework's buffers, whole or sharded over dp
@@ -215,7 +250,7 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
   StateBuffers buffers;
   prof.state_buffers(t, l, &buffers);
   for (const StateBuffer& b : buffers) {
-    const std::int64_t bytes = std::int64_t(std::llround(b.bytes_per_param * double(b.sharded ? shard : psi)));
+    const std::int64_t bytes = round_bytes(b.bytes_per_param * double(b.sharded ? shard : psi));
     out.add(b.category, b.name, bytes, [&] {
       if (experts > 0)
         return b.sharded ? fmt::format("{:g} B x ({} params / {} {} + {} expert params / edp {})", b.bytes_per_param,
@@ -348,8 +383,7 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
                           : prof.act.layer_spec);
   if (first) {
     const int n0 = in_flight_of_chunk(l, micro, stage, 0);
-    std::int64_t emb = 0;
-    for (const SavedTensor& x : embedding_saved_tensors(m)) emb += tensor_bytes(x, a);
+    const std::int64_t emb = lm.embedding;
     if (emb > 0)
       out.add(Category::kActivations, "embedding dropout masks", n0 * emb,
               [&] { return fmt::format("{} in flight x {}", n0, human(emb)); });
@@ -359,8 +393,7 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
   const std::int64_t vocab = vocab_per_rank(m, l.tp);
   const int nl = in_flight_of_chunk(l, micro, stage, l.vpp - 1);
   if (holds_output) {
-    std::int64_t head = 0;
-    for (const SavedTensor& x : output_saved_tensors(m)) head += tensor_bytes(x, a);
+    const std::int64_t head = lm.head;
     out.add(Category::kActivations, "final norm + output layer inputs", nl * head,
             [&] { return fmt::format("{} in flight x {}", nl, human(head)); });
   }
@@ -436,7 +469,7 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
             });
     if (prof.group_grad_bytes_per_param > 0)
       out.add(Category::kComm, "unsharded gradients + reduce-scatter input (one group)",
-              std::int64_t(std::llround(prof.group_grad_bytes_per_param * double(biggest))), [&] {
+              round_bytes(prof.group_grad_bytes_per_param * double(biggest)), [&] {
                 return fmt::format("{:g} B x {} params [{}]", prof.group_grad_bytes_per_param, count(biggest), prof.gathered);
               });
   }
@@ -476,11 +509,11 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
   const std::int64_t tensors = out.tensor_bytes();
   const Cluster& c = s.cluster;
   if (!c.runtime_modelled()) {
-    out.add(Category::kRuntime, "CUDA context, cuBLAS, NCCL", std::int64_t(std::llround(c.runtime_overhead_gib * kGiB)),
+    out.add(Category::kRuntime, "CUDA context, cuBLAS, NCCL", round_bytes(c.runtime_overhead_gib * kGiB),
             [&] { return fmt::format("runtime_overhead_gib {:g} GiB (cluster spec)", c.runtime_overhead_gib); },
             "cluster spec runtime_overhead_gib");
   } else {
-    out.add(Category::kRuntime, "CUDA context", std::int64_t(std::llround(c.cuda_context_gib * kGiB)),
+    out.add(Category::kRuntime, "CUDA context", round_bytes(c.cuda_context_gib * kGiB),
             [&] { return fmt::format("cuda_context_gib {:g} GiB", c.cuda_context_gib); },
             "FACTS.md: 0.3-0.5 GiB with lazy module loading (pytorch#107667, PR #86509); cluster key cuda_context_gib");
     // Communicators this rank joins that carry traffic (NCCL connects lazily):
@@ -492,13 +525,13 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
                               : 0;
     const int comms = int(l.tp > 1) + int(dp > 1) + int(l.pp > 1) + int(l.pp > 1 && m.tie_embeddings && (first || holds_output)) +
                       int(l.cp > 1) + moe_comms;
-    out.add(Category::kRuntime, "NCCL buffers", std::int64_t(std::llround(comms * c.nccl_comm_mib * 1024 * 1024)), [&] {
+    out.add(Category::kRuntime, "NCCL buffers", round_bytes(comms * c.nccl_comm_mib * 1024 * 1024), [&] {
       return fmt::format("{} communicators (tp {}, dp {}, pp {}{}{}) x nccl_comm_mib {:g} MiB", comms, l.tp, l.dp, l.pp,
                          l.cp > 1 ? fmt::format(", cp {}", l.cp) : std::string(),
                          moe_comms > 0 ? fmt::format(", ep {}, etp {}, edp {}", l.ep, l.expert_tp(), l.edp()) : std::string(),
                          c.nccl_comm_mib);
     }, "NVIDIA/nccl@5067397c src/init.cc:810-828, src/include/device.h:26,97-98,114-115 (per-connection buffers)");
-    const std::int64_t cublas = std::int64_t(std::llround(c.cublas_workspace_mib * 1024 * 1024));
+    const std::int64_t cublas = round_bytes(c.cublas_workspace_mib * 1024 * 1024);
     if (prof.cublas_workspace_in_allocator) {
       out.add(Category::kRuntime, "cuBLAS workspace (inside the allocator)", cublas,
               [&] { return fmt::format("cublas_workspace_mib {:g} MiB", c.cublas_workspace_mib); },
@@ -511,7 +544,7 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
     }
     if (prof.runtime_extra_mib > 0)
       out.add(Category::kRuntime, "the framework's own device buffers",
-              std::int64_t(std::llround(prof.runtime_extra_mib * 1024 * 1024)),
+              round_bytes(prof.runtime_extra_mib * 1024 * 1024),
               [&] { return fmt::format("{:g} MiB", prof.runtime_extra_mib); }, prof.runtime_extra);
   }
   if (l.sp && prof.held_reduce_scatter_inputs_per_layer > 0) {
@@ -529,7 +562,7 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
     }, prof.held_reduce_scatter);
   }
   if (!c.fragmentation_modelled()) {
-    out.add(Category::kFragmentation, "allocator slack", std::int64_t(std::llround(c.fragmentation * double(tensors))),
+    out.add(Category::kFragmentation, "allocator slack", round_bytes(c.fragmentation * double(tensors)),
             [&] { return fmt::format("fragmentation {:g} x tensors {}", c.fragmentation, human(tensors)); },
             "cluster spec fragmentation");
   } else {
@@ -552,7 +585,7 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
 ModelState model_state_bytes(std::int64_t psi, int zero, int dp, int wb, int gb, double k) {
   const std::int64_t shard = ceil_div(psi, dp);
   return ModelState{wb * (zero >= 3 ? shard : psi), gb * (zero >= 2 ? shard : psi),
-                    std::int64_t(std::llround(k * double(zero >= 1 ? shard : psi)))};
+                    round_bytes(k * double(zero >= 1 ? shard : psi))};
 }
 
 StageParams stage_params(const Model& m, const Layout& l, int stage) {
@@ -640,13 +673,20 @@ std::vector<Term> stage_terms(const Spec& s, const Layout& l, int stage) {
   return sink.terms;
 }
 
-PeakMemory peak_memory(const Spec& s, const Layout& l) {
+struct MemoryCache::Impl {
+  LayoutMemo<LayerMemory, 4> layers;
+};
+MemoryCache::MemoryCache() : impl_(std::make_unique<Impl>()) {}
+MemoryCache::~MemoryCache() = default;
+
+PeakMemory peak_memory(const Spec& s, const Layout& l, MemoryCache* cache) {
   // Stages 1 .. pp-2 hold the same parameters and buffers and no more
   // micro-batches in flight than stage 1 (in_flight_chunks never grows with
   // the stage), so the heaviest is stage 0, 1 or the last: three evaluations
   // instead of pp (a 720-stage pipeline costs the same as a 3-stage one).
   PeakMemory p{0, -1};
-  const LayerMemory lm = layer_memory(s, l);
+  const LayerMemory lm = cache ? cache->impl().layers.get(&s, layer_memory_key(l), [&] { return layer_memory(s, l); })
+                               : layer_memory(s, l);
   if (l.balance == StageBalance::kCost && l.pp > 1) {
     // nanotron's compute-cost split gives every rank its own count: all of them.
     for (int i = 0; i < l.pp; ++i)

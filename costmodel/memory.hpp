@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -131,7 +132,23 @@ struct PeakMemory {
   int stage = 0;
   std::int64_t bytes = 0;
 };
-PeakMemory peak_memory(const Spec& spec, const Layout& layout);
+// Per-search memo of a layer's memory terms (saved bytes, rounding slack,
+// transient peak), which ZeRO and the recompute method do not change: a
+// search passes one to every peak_memory call on its Spec; the results equal
+// those without it (tested).
+class MemoryCache {
+ public:
+  MemoryCache();
+  ~MemoryCache();
+  MemoryCache(const MemoryCache&) = delete;
+  MemoryCache& operator=(const MemoryCache&) = delete;
+  struct Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+PeakMemory peak_memory(const Spec& spec, const Layout& layout, MemoryCache* cache = nullptr);
 
 std::int64_t gpu_memory_bytes(const Cluster& c);
 std::int64_t usable_memory_bytes(const Spec& s);

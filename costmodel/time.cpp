@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "costmodel/frameworks/profile.hpp"
+#include "costmodel/memo.hpp"
 #include "costmodel/memory.hpp"
 #include "costmodel/schedule.hpp"
 
@@ -711,6 +712,16 @@ PerLayer per_layer(const Spec& s, const Layout& l, const Groups& g) {
   return p;
 }
 
+// The key per_layer depends on: the layout less its ZeRO stage and
+// recomputation (neither changes a layer's forward or its TP collectives).
+Layout per_layer_key(Layout l) {
+  l.zero = 0;
+  l.recompute = Recompute::kNone;
+  l.recompute_method = RecomputeMethod::kUniform;
+  l.recompute_layers = 1;
+  return l;
+}
+
 // Records the terms of one micro-batch for explain --formulas (nullptr in the
 // search: nothing formatted, nothing allocated).
 struct TimeTermSink {
@@ -939,7 +950,13 @@ StageStepTerms stage_step_terms(const Spec& s, const Layout& l, int stage) {
   return r;
 }
 
-StepTime estimate_time(const Spec& s, const Layout& l) {
+struct TimeCache::Impl {
+  LayoutMemo<PerLayer, 4> layers;
+};
+TimeCache::TimeCache() : impl_(std::make_unique<Impl>()) {}
+TimeCache::~TimeCache() = default;
+
+StepTime estimate_time(const Spec& s, const Layout& l, TimeCache* cache) {
   const Groups g = place_groups(s.cluster, l);
   StepTime r;
   r.microbatches = num_microbatches(s, l);
@@ -950,7 +967,8 @@ StepTime estimate_time(const Spec& s, const Layout& l) {
   // (stage 1), the last. nanotron's compute-cost split gives every rank its
   // own contents: all of them.
   const int last = l.pp - 1;
-  const PerLayer layer = per_layer(s, l, g);
+  const PerLayer layer = cache ? cache->impl().layers.get(&s, per_layer_key(l), [&] { return per_layer(s, l, g); })
+                                : per_layer(s, l, g);
   const bool every = l.balance == StageBalance::kCost && l.pp > 1;
   double all = 0, tail = -1, tail_params = 0, tail_dp = 0, tail_opt = 0;
   StageMicrobatch crit;

@@ -5,6 +5,7 @@
 // estimate_time once per candidate).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -142,8 +143,25 @@ std::vector<TimeTerm> stage_time_terms(const Spec& spec, const Layout& layout, i
 // of them the step waits for; empty without data parallelism.
 std::vector<TimeTerm> stage_dp_terms(const Spec& spec, const Layout& layout, int stage);
 
+// Per-search memo of what every layer costs per micro-batch (its GEMMs,
+// attention, memory-bound ops and exposed TP collectives), which ZeRO and
+// recomputation do not change: a search passes one to every estimate_time
+// call on its Spec; the results equal those without it (tested).
+class TimeCache {
+ public:
+  TimeCache();
+  ~TimeCache();
+  TimeCache(const TimeCache&) = delete;
+  TimeCache& operator=(const TimeCache&) = delete;
+  struct Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
 // Step time of a resolved layout (dp set: resolve_layout).
-StepTime estimate_time(const Spec& spec, const Layout& layout);
+StepTime estimate_time(const Spec& spec, const Layout& layout, TimeCache* cache = nullptr);
 
 // The time model's terms for the ranks of one pipeline stage over one step,
 // in seconds: what `validate` compares with the phases a rank measured.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <numeric>
 #include <cstdint>
 #include <optional>
 #include <utility>
@@ -21,14 +22,14 @@ std::int64_t Plan::invalid() const {
   return n;
 }
 
-Candidate evaluate(const Spec& s, const Layout& l) {
+Candidate evaluate(const Spec& s, const Layout& l, EvalCache* cache) {
   Candidate c;
   c.layout = l;
-  const PeakMemory p = peak_memory(s, l);
+  const PeakMemory p = peak_memory(s, l, cache ? &cache->memory : nullptr);
   c.peak_stage = p.stage;
   c.peak_bytes = p.bytes;
   c.fits = p.bytes <= usable_memory_bytes(s);
-  c.time = estimate_time(s, l);
+  c.time = estimate_time(s, l, cache ? &cache->time : nullptr);
   return c;
 }
 
@@ -158,7 +159,7 @@ UnevenSplit search_split(int layers, int pp) {
 // With full recompute fitting, the block method (Megatron --recompute-method
 // block) with the fewest checkpointed layers per chunk that still fits, if
 // fewer than all: activation memory falls as k grows, so a binary search.
-std::optional<Layout> fewest_block_layers(const Spec& s, const Layout& full) {
+std::optional<Layout> fewest_block_layers(const Spec& s, const Layout& full, EvalCache* cache) {
   Layout b = full;
   b.recompute_method = RecomputeMethod::kBlock;
   if (framework_unsupported(profile(s.training.framework), b)) return std::nullopt;
@@ -171,12 +172,27 @@ std::optional<Layout> fewest_block_layers(const Spec& s, const Layout& full) {
   while (lo < hi) {
     const int k = lo + (hi - lo) / 2;
     b.recompute_layers = k;
-    if (peak_memory(s, b).bytes <= usable) hi = k;
+    if (peak_memory(s, b, &cache->memory).bytes <= usable) hi = k;
     else lo = k + 1;
   }
   if (lo >= chunk) return std::nullopt;
   b.recompute_layers = lo;
   return b;
+}
+
+// Sorts by `less` through an index array (a Candidate is a few hundred
+// bytes: swapping them was a tenth of the search), then moves each once.
+// The same comparisons in the same order as sorting the candidates
+// themselves, so the same order, ties included.
+template <class Less>
+void sort_candidates(std::vector<Candidate>* c, Less less) {
+  std::vector<int> order(c->size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return less((*c)[a], (*c)[b]); });
+  std::vector<Candidate> sorted;
+  sorted.reserve(c->size());
+  for (int i : order) sorted.push_back(std::move((*c)[i]));
+  *c = std::move(sorted);
 }
 
 }  // namespace
@@ -199,6 +215,7 @@ std::vector<int> pareto_front(const std::vector<Candidate>& c) {
 Plan make_plan(const Spec& s) {
   const auto t0 = std::chrono::steady_clock::now();
   Plan plan;
+  EvalCache cache;
   const SearchSpace& q = s.search;
   const int gpus = s.num_gpus(), layers = s.model.num_layers, gbs = s.training.global_batch_size;
   const std::vector<int> sps_tp = distinct(q.sp, {0, 1}), zeros_dp = distinct(q.zero, {0, 1, 2, 3});
@@ -256,15 +273,15 @@ Plan make_plan(const Spec& s) {
                     ++plan.rejected[int(*bad)];
                     continue;
                   }
-                  plan.candidates.push_back(evaluate(s, l));
+                  plan.candidates.push_back(evaluate(s, l, &cache));
                   ++plan.evaluated;
                   if (plan.candidates.back().fits) ++plan.feasible;
                   else ++plan.rejected[kRejectOom];
                   if (rc == Recompute::kFull && plan.candidates.back().fits) {
                     // Block recompute of the fewest layers per chunk that
                     // still fits: less re-run work than recomputing all.
-                    if (const auto block = fewest_block_layers(s, l)) {
-                      plan.candidates.push_back(evaluate(s, *block));
+                    if (const auto block = fewest_block_layers(s, l, &cache)) {
+                      plan.candidates.push_back(evaluate(s, *block, &cache));
                       ++plan.evaluated;
                       ++plan.feasible;
                     }
@@ -281,14 +298,14 @@ Plan make_plan(const Spec& s) {
   }
   if (plan.feasible == 0) {
     // Nothing fits: the closest first, by peak memory.
-    std::sort(plan.candidates.begin(), plan.candidates.end(), [](const Candidate& a, const Candidate& b) {
+    sort_candidates(&plan.candidates, [](const Candidate& a, const Candidate& b) {
       if (a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
       return a.time.step_s < b.time.step_s;
     });
     plan.search_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return plan;
   }
-  std::sort(plan.candidates.begin(), plan.candidates.end(), [](const Candidate& a, const Candidate& b) {
+  sort_candidates(&plan.candidates, [](const Candidate& a, const Candidate& b) {
     if (a.fits != b.fits) return a.fits;
     // A layout the time model cannot vouch for (StepTime::warnings) ranks
     // after every one it can: the recommendation has no warning when one fits.

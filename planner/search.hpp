@@ -55,7 +55,13 @@ struct Enough {
 Enough smallest_fitting_gpus(const Spec& spec, double budget_s = 3.0);
 
 // Evaluates one resolved layout (no allocation).
-Candidate evaluate(const Spec& spec, const Layout& layout);
+// The memos one search keeps (costmodel's MemoryCache and TimeCache): pass
+// one to every evaluate() of a Spec; results equal those without it.
+struct EvalCache {
+  MemoryCache memory;
+  TimeCache time;
+};
+Candidate evaluate(const Spec& spec, const Layout& layout, EvalCache* cache = nullptr);
 
 Plan make_plan(const Spec& spec);
 

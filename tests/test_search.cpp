@@ -169,11 +169,13 @@ TEST_CASE("evaluate, peak_memory and estimate_time do not allocate", "[search]")
 
   double sink = 0;
   std::int64_t allocations = 0;
+  EvalCache cache;  // allocates its memos here, once
   {
     AllocationCounter counter;
     for (int i = 0; i < 1000; ++i) {
       const std::size_t k = std::size_t(i) % cases.size();
       const Candidate c = evaluate(specs[k], layouts[k]);
+      sink += evaluate(specs[k], layouts[k], &cache).time.step_s;
       const PeakMemory p = peak_memory(specs[k], layouts[k]);
       const StepTime t = estimate_time(specs[k], layouts[k]);
       sink += c.time.step_s + double(c.peak_bytes) + double(p.bytes) + t.step_s;
@@ -182,6 +184,46 @@ TEST_CASE("evaluate, peak_memory and estimate_time do not allocate", "[search]")
   }
   CHECK(sink > 0);
   CHECK(allocations == 0);
+}
+
+// The search's memos (EvalCache) only skip recomputing a layer's terms: every
+// candidate of a search must equal a fresh evaluation without them, field by
+// field, over dense, uneven, context-parallel, FP8, mixture-of-experts and
+// nanotron (compute-cost split) searches.
+TEST_CASE("the search's memos change no result", "[search]") {
+  struct Case {
+    const char* spec;
+    Framework framework;
+    bool fp8;
+  };
+  const Case cases[] = {
+      {"llama2-7b-dgx-h100.yaml", Framework::kMegatron, false}, {"llama2-7b-dgx-h100.yaml", Framework::kNanotron, false},
+      {"llama2-7b-dgx-h100.yaml", Framework::kDeepSpeed, false}, {"llama2-7b-dgx-h100.yaml", Framework::kFsdp, true},
+      {"llama3.1-405b-h100.yaml", Framework::kMegatron, false}, {"llama3.1-405b-h100.yaml", Framework::kMegatron, true},
+      {"mixtral-8x7b-h100-64.yaml", Framework::kMegatron, false},
+  };
+  for (const Case& k : cases) {
+    Spec s = example(k.spec);
+    s.training.framework = k.framework;
+    s.training.fp8 = k.fp8;
+    const Plan plan = make_plan(s);
+    INFO(k.spec << ", framework " << int(k.framework) << ", fp8 " << k.fp8 << ": " << plan.evaluated << " layouts");
+    REQUIRE(plan.evaluated > 100);
+    int differ = 0;
+    for (const Candidate& c : plan.candidates) {
+      const Candidate fresh = evaluate(s, c.layout);
+      const StepTime &a = c.time, &b = fresh.time;
+      const bool same = c.peak_stage == fresh.peak_stage && c.peak_bytes == fresh.peak_bytes && c.fits == fresh.fits &&
+                        a.step_s == b.step_s && a.compute_s == b.compute_s && a.tp_comm_s == b.tp_comm_s &&
+                        a.pp_comm_s == b.pp_comm_s && a.cp_comm_s == b.cp_comm_s && a.ep_comm_s == b.ep_comm_s &&
+                        a.dp_comm_s == b.dp_comm_s && a.bubble_s == b.bubble_s && a.optimizer_s == b.optimizer_s &&
+                        a.dp_comm_total_s == b.dp_comm_total_s && a.microbatch_s == b.microbatch_s &&
+                        a.critical_stage == b.critical_stage && a.mfu == b.mfu && a.warnings == b.warnings &&
+                        a.layer_forward_s == b.layer_forward_s;
+      if (!same && differ++ < 3) WARN("differs: " << to_string(c.layout));
+    }
+    CHECK(differ == 0);
+  }
 }
 
 TEST_CASE("make_plan ranks valid candidates and computes the Pareto front", "[search]") {

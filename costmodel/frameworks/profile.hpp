@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 
+#include "costmodel/fixed_list.hpp"
 #include "costmodel/layout.hpp"
 #include "costmodel/model.hpp"
 
@@ -29,13 +30,7 @@ struct StateBuffer {
   Source source;
 };
 
-struct StateBuffers {
-  std::array<StateBuffer, 8> items{};
-  int size = 0;
-  void add(const StateBuffer& b) { items[size++] = b; }
-  const StateBuffer* begin() const { return items.data(); }
-  const StateBuffer* end() const { return items.data() + size; }
-};
+using StateBuffers = FixedList<StateBuffer, 8>;
 
 enum class BucketRule {
   kNone,          // buckets are views of the gradient buffer, or counted as model state
