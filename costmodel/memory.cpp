@@ -340,9 +340,16 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
     held_layers = held_bytes = held_slack = 0;
     StageSplit split;
     const bool by_split = m.is_moe() && !(l.balance == StageBalance::kCost && l.pp > 1) && stage_split(m.num_layers, l, &split);
+    ChunkWalk walk(m, l, split, stage);
     for (int c = 0; c < l.vpp; ++c) {
       const int n = chunk_layers(int(sp.layers), l, stage, c), k = in_flight_of_chunk(l, micro, stage, c);
-      const int e = by_split ? chunk_moe_layers(m, l, split, stage, c) : chunk_moe_layers(m, l, stage, c);
+      int e = 0;
+      if (by_split) {
+        int walked = 0;
+        walk.next(&walked, &e);  // walked == n: the same split
+      } else {
+        e = chunk_moe_layers(m, l, stage, c);
+      }
       held_layers += std::int64_t(k) * n;
       held_moe += std::int64_t(k) * e;
       held_bytes += k * chunk_bytes(n, e);

@@ -171,6 +171,32 @@ inline int moe_layers_in(const Model& m, int first, int n) {
   const std::int64_t lo = first > m.first_dense_layers ? first : m.first_dense_layers, hi = std::int64_t(first) + n;
   return hi <= lo ? 0 : int(upto(hi) - upto(lo));
 }
+// The layers and MoE layers of rank `stage`'s model chunks 0, 1, ... in
+// turn, O(1) each (chunk_moe_layers recounts a chunk's first layer in
+// O(chunk): O(vpp^2) over a rank): each round of chunks adds the first
+// rank's, pp - 2 middle ranks' and the last rank's chunk to the running start.
+class ChunkWalk {
+ public:
+  ChunkWalk(const Model& m, const Layout& l, const StageSplit& sp, int stage) : m_(m), l_(l), sp_(sp), stage_(stage) {}
+  // Advances to the next chunk: its layers and MoE layers.
+  void next(int* layers, int* moe) {
+    const int p = l_.pp, c = chunk_++;
+    const int first = chunk_layers(sp_.first, l_, 0, c), middle = p > 2 ? chunk_layers(sp_.middle, l_, 1, c) : 0,
+              last = p > 1 ? chunk_layers(sp_.last, l_, p - 1, c) : 0;
+    *layers = stage_ == 0 ? first : stage_ == p - 1 ? last : middle;
+    const std::int64_t start = round_start_ + (stage_ > 0 ? first + std::int64_t(stage_ - 1) * middle : 0);
+    *moe = moe_layers_in(m_, int(start), *layers);
+    round_start_ += first + std::int64_t(p > 2 ? p - 2 : 0) * middle + last;
+  }
+
+ private:
+  const Model& m_;
+  const Layout& l_;
+  const StageSplit& sp_;
+  int stage_, chunk_ = 0;
+  std::int64_t round_start_ = 0;
+};
+
 // Of model chunk `chunk` of pipeline rank `stage` (of a valid layout), and of the whole rank.
 int chunk_moe_layers(const Model& m, const Layout& l, int stage, int chunk);
 int chunk_moe_layers(const Model& m, const Layout& l, const StageSplit& split, int stage, int chunk);

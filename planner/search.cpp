@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <numeric>
 #include <cstdint>
 #include <optional>
 #include <utility>
@@ -180,18 +179,30 @@ std::optional<Layout> fewest_block_layers(const Spec& s, const Layout& full, Eva
   return b;
 }
 
-// Sorts by `less` through an index array (a Candidate is a few hundred
-// bytes: swapping them was a tenth of the search), then moves each once.
-// The same comparisons in the same order as sorting the candidates
-// themselves, so the same order, ties included.
+// What the rankings compare, packed (a Candidate is a few hundred bytes:
+// swapping them, or comparing them scattered over memory, was a tenth of the
+// search), with the candidate's index.
+struct RankKey {
+  double step_s;
+  std::int64_t peak_bytes;
+  int index;
+  bool fits, warned;
+};
+
+// Sorts the candidates by `less` (over RankKeys) through the packed keys,
+// then moves each candidate once. The same comparisons in the same order as
+// sorting the candidates themselves, so the same order, ties included.
 template <class Less>
 void sort_candidates(std::vector<Candidate>* c, Less less) {
-  std::vector<int> order(c->size());
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int a, int b) { return less((*c)[a], (*c)[b]); });
+  std::vector<RankKey> keys(c->size());
+  for (size_t i = 0; i < c->size(); ++i) {
+    const Candidate& x = (*c)[i];
+    keys[i] = {x.time.step_s, x.peak_bytes, int(i), x.fits, x.time.warnings != 0};
+  }
+  std::sort(keys.begin(), keys.end(), less);
   std::vector<Candidate> sorted;
   sorted.reserve(c->size());
-  for (int i : order) sorted.push_back(std::move((*c)[i]));
+  for (const RankKey& k : keys) sorted.push_back(std::move((*c)[k.index]));
   *c = std::move(sorted);
 }
 
@@ -298,19 +309,19 @@ Plan make_plan(const Spec& s) {
   }
   if (plan.feasible == 0) {
     // Nothing fits: the closest first, by peak memory.
-    sort_candidates(&plan.candidates, [](const Candidate& a, const Candidate& b) {
+    sort_candidates(&plan.candidates, [](const RankKey& a, const RankKey& b) {
       if (a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
-      return a.time.step_s < b.time.step_s;
+      return a.step_s < b.step_s;
     });
     plan.search_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return plan;
   }
-  sort_candidates(&plan.candidates, [](const Candidate& a, const Candidate& b) {
+  sort_candidates(&plan.candidates, [](const RankKey& a, const RankKey& b) {
     if (a.fits != b.fits) return a.fits;
     // A layout the time model cannot vouch for (StepTime::warnings) ranks
     // after every one it can: the recommendation has no warning when one fits.
-    if ((a.time.warnings != 0) != (b.time.warnings != 0)) return a.time.warnings == 0;
-    if (a.time.step_s != b.time.step_s) return a.time.step_s < b.time.step_s;
+    if (a.warned != b.warned) return !a.warned;
+    if (a.step_s != b.step_s) return a.step_s < b.step_s;
     return a.peak_bytes < b.peak_bytes;
   });
   plan.pareto = pareto_front(plan.candidates);

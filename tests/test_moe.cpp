@@ -452,6 +452,15 @@ TEST_CASE("MoE layers per pipeline rank: the sum over its chunks, dense prefix f
               sum += moe_layers_in(m, virtual_stage_first_layer(sp, l, vs), virtual_stage_layers(sp, l, vs));
             }
             CHECK(stage_moe_layers(m, l, stage) == sum);
+            // ChunkWalk gives each chunk's layers and MoE layers in turn.
+            ChunkWalk walk(m, l, sp, stage);
+            for (int c = 0; c < vpp; ++c) {
+              const int vs = c * pp + stage;
+              int n = -1, e = -1;
+              walk.next(&n, &e);
+              CHECK(n == virtual_stage_layers(sp, l, vs));
+              CHECK(e == moe_layers_in(m, virtual_stage_first_layer(sp, l, vs), virtual_stage_layers(sp, l, vs)));
+            }
             ++checked;
           }
         }
