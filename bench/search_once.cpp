@@ -1,0 +1,49 @@
+// One full search (make_plan) of a spec, or n evaluate() calls of one layout,
+// and nothing else: run it under `valgrind --tool=callgrind` to count the
+// instructions a search costs, a figure that, unlike wall time, does not move
+// with the load or the clock of a shared VM (bench/README.md, "Instructions").
+//   paraplan_search_once SPEC            one search of SPEC as `paraplan plan` runs it
+//   paraplan_search_once SPEC --all      the same with the spec's search: block removed
+//   paraplan_search_once SPEC --evaluate LAYOUT N   N evaluations of LAYOUT
+//   paraplan_search_once SPEC --load     only loads the spec (the baseline to subtract)
+// Prints the evaluated count (or the sum of the step times, so nothing is optimised away).
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <stdexcept>
+#include <string>
+
+#include "planner/search.hpp"
+#include "planner/spec_loader.hpp"
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s SPEC [--all | --load | --evaluate LAYOUT N]\n", argv[0]);
+    return 2;
+  }
+  try {
+    paraplan::Spec s = paraplan::load_spec_file(argv[1]);
+    const std::string mode = argc > 2 ? argv[2] : "";
+    if (mode == "--load") return 0;
+    if (mode == "--evaluate") {
+      if (argc < 5) throw std::runtime_error("--evaluate needs LAYOUT and N");
+      paraplan::Layout l = paraplan::parse_layout(argv[3]);
+      if (const auto problem = paraplan::resolve_layout(s, &l)) throw std::runtime_error(problem->message);
+      const int n = std::atoi(argv[4]);
+      double sum = 0;
+      for (int i = 0; i < n; ++i) sum += paraplan::evaluate(s, l).time.step_s;
+      std::printf("%g\n", sum);
+      return 0;
+    }
+    if (mode == "--all") {
+      s.search = paraplan::SearchSpace{};
+      s.search.allow_tp_across_nodes = false;
+    }
+    const paraplan::Plan p = paraplan::make_plan(s);
+    std::printf("%lld layouts evaluated\n", static_cast<long long>(p.evaluated));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", argv[1], e.what());
+    return 2;
+  }
+  return 0;
+}
