@@ -145,9 +145,8 @@ double stage_bytes_bound(const Spec& s, const Layout& l) {
 // stage of a layout, so computed once per layout (peak_memory walks three
 // stages, estimate_memory all of them).
 struct LayerMemory {
-  // stage_bytes_bound (the same for every stage); past kSaturatedBytes nothing
-  // else is computed (saturated) and the stage is one saturated term.
-  double bytes_bound = 0;
+  // stage_bytes_bound (the same for every stage) past kSaturatedBytes: nothing
+  // else is computed and every stage is one saturated term.
   bool saturated = false;
   std::int64_t per_layer = 0, whole = 0, slack = 0, whole_slack = 0;
   // The same for a mixture-of-experts layer (0 for a dense model).
@@ -161,8 +160,7 @@ struct LayerMemory {
 
 LayerMemory layer_memory(const Spec& s, const Layout& l) {
   LayerMemory r;
-  r.bytes_bound = stage_bytes_bound(s, l);
-  if (r.bytes_bound > double(kSaturatedBytes)) {
+  if (stage_bytes_bound(s, l) > double(kSaturatedBytes)) {
     r.saturated = true;
     return r;
   }
@@ -343,13 +341,7 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
     ChunkWalk walk(m, l, split, stage);
     for (int c = 0; c < l.vpp; ++c) {
       const int n = chunk_layers(int(sp.layers), l, stage, c), k = in_flight_of_chunk(l, micro, stage, c);
-      int e = 0;
-      if (by_split) {
-        int walked = 0;
-        walk.next(&walked, &e);  // walked == n: the same split
-      } else {
-        e = chunk_moe_layers(m, l, stage, c);
-      }
+      const int e = by_split ? walk.next() : chunk_moe_layers(m, l, stage, c);
       held_layers += std::int64_t(k) * n;
       held_moe += std::int64_t(k) * e;
       held_bytes += k * chunk_bytes(n, e);

@@ -178,15 +178,16 @@ inline int moe_layers_in(const Model& m, int first, int n) {
 class ChunkWalk {
  public:
   ChunkWalk(const Model& m, const Layout& l, const StageSplit& sp, int stage) : m_(m), l_(l), sp_(sp), stage_(stage) {}
-  // Advances to the next chunk: its layers and MoE layers.
-  void next(int* layers, int* moe) {
+  // Advances to the next chunk: its MoE layers (and its layers, if asked).
+  int next(int* layers = nullptr) {
     const int p = l_.pp, c = chunk_++;
     const int first = chunk_layers(sp_.first, l_, 0, c), middle = p > 2 ? chunk_layers(sp_.middle, l_, 1, c) : 0,
               last = p > 1 ? chunk_layers(sp_.last, l_, p - 1, c) : 0;
-    *layers = stage_ == 0 ? first : stage_ == p - 1 ? last : middle;
+    const int n = stage_ == 0 ? first : stage_ == p - 1 ? last : middle;
     const std::int64_t start = round_start_ + (stage_ > 0 ? first + std::int64_t(stage_ - 1) * middle : 0);
-    *moe = moe_layers_in(m_, int(start), *layers);
     round_start_ += first + std::int64_t(p > 2 ? p - 2 : 0) * middle + last;
+    if (layers) *layers = n;
+    return moe_layers_in(m_, int(start), n);
   }
 
  private:

@@ -158,7 +158,7 @@ UnevenSplit search_split(int layers, int pp) {
 // With full recompute fitting, the block method (Megatron --recompute-method
 // block) with the fewest checkpointed layers per chunk that still fits, if
 // fewer than all: activation memory falls as k grows, so a binary search.
-std::optional<Layout> fewest_block_layers(const Spec& s, const Layout& full, EvalCache* cache) {
+std::optional<Layout> fewest_block_layers(const Spec& s, const Layout& full, EvalCache& cache) {
   Layout b = full;
   b.recompute_method = RecomputeMethod::kBlock;
   if (framework_unsupported(profile(s.training.framework), b)) return std::nullopt;
@@ -171,7 +171,7 @@ std::optional<Layout> fewest_block_layers(const Spec& s, const Layout& full, Eva
   while (lo < hi) {
     const int k = lo + (hi - lo) / 2;
     b.recompute_layers = k;
-    if (peak_memory(s, b, &cache->memory).bytes <= usable) hi = k;
+    if (peak_memory(s, b, &cache.memory).bytes <= usable) hi = k;
     else lo = k + 1;
   }
   if (lo >= chunk) return std::nullopt;
@@ -291,7 +291,7 @@ Plan make_plan(const Spec& s) {
                   if (rc == Recompute::kFull && plan.candidates.back().fits) {
                     // Block recompute of the fewest layers per chunk that
                     // still fits: less re-run work than recomputing all.
-                    if (const auto block = fewest_block_layers(s, l, &cache)) {
+                    if (const auto block = fewest_block_layers(s, l, cache)) {
                       plan.candidates.push_back(evaluate(s, *block, &cache));
                       ++plan.evaluated;
                       ++plan.feasible;

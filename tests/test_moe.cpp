@@ -456,8 +456,8 @@ TEST_CASE("MoE layers per pipeline rank: the sum over its chunks, dense prefix f
             ChunkWalk walk(m, l, sp, stage);
             for (int c = 0; c < vpp; ++c) {
               const int vs = c * pp + stage;
-              int n = -1, e = -1;
-              walk.next(&n, &e);
+              int n = -1;
+              const int e = walk.next(&n);
               CHECK(n == virtual_stage_layers(sp, l, vs));
               CHECK(e == moe_layers_in(m, virtual_stage_first_layer(sp, l, vs), virtual_stage_layers(sp, l, vs)));
             }
