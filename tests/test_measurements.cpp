@@ -253,6 +253,58 @@ TEST_CASE("Megatron-LM's memory regression tests: max_memory_allocated of the la
   }
 }
 
+namespace {
+
+// Megatron-LM's MoE memory regression test, gpt3_mcore_te_tp2_pp2_ep4_etp1_memory_speed
+// (NVIDIA/Megatron-LM@d98e8a64 tests/functional_tests/test_cases/moe/<case>/model_config.yaml): a
+// DeepSeek-style model (multi-latent attention, 32 routed experts top-4 + one shared, the first layer
+// dense, one multi-token-prediction module) on one node of 8 H100s, tp 2, pp 2 with 4 virtual stages
+// per rank, ep 4, etp 1, SP, distributed optimizer, micro-batch 4 of seq 4096, global batch 32,
+// --attention-backend unfused, --cross-entropy-loss-fusion, bf16. The last rank logs.
+Spec megatron_moe_golden_spec(Layout* l) {
+  Spec s;
+  s.model = load_model_file(test::repo("tests/data/measurements/megatron-moe-mla-memory-speed.yaml"));
+  s.cluster = test::cluster("dgx-h100");
+  s.num_nodes = 1;
+  s.training.framework = Framework::kMegatron;
+  s.training.seq_length = 4096;
+  s.training.global_batch_size = 32;
+  s.training.flash_attention = false;       // --attention-backend unfused
+  s.training.cross_entropy_fusion = true;   // --cross-entropy-loss-fusion
+  s.training.gradient_accumulation_fusion = true;
+  *l = parse_layout("tp=2,pp=2,vpp=4,ep=4,etp=1,sp=1,zero=1,mbs=4");
+  REQUIRE(!resolve_layout(s, l));
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("Megatron-LM's MoE memory regression test: max_memory_allocated of the last rank", "[measurements][megatron]") {
+  // golden_values_dev_dgx_h100.json at d98e8a64: mem-max-allocated-bytes 57,920,471,040 from step 3
+  // to 29 (golden_values_dev_dgxh100_dgxc.json: 57,920,647,168 from step 3), rising to 60,111,630,336
+  // by step 40 on one of the two clusters as routing drifts; mem-allocated-bytes (between steps)
+  // 6,632,031,744 from step 2 on.
+  const double measured_peak = 57'920'471'040.0, measured_state = 6'632'031'744.0;
+  Layout l;
+  const Spec s = megatron_moe_golden_spec(&l);
+  REQUIRE(l.dp == 2);
+  REQUIRE(l.edp() == 1);
+  const MemoryEstimate e = estimate_memory(s, l);
+  const MemoryBreakdown& last = e.stages[l.pp - 1];
+  const double peak = double(last.allocated());
+  const double state = double(last[Category::kWeights] + last[Category::kGradients] + last[Category::kOptimizer] +
+                              last.runtime_in_allocator);
+  const double ep = peak / measured_peak - 1, es = state / measured_state - 1;
+  WARN("Megatron MoE CI (tp2 pp2 vpp4 ep4, MLA, MTP): predicted max allocated " << peak << " vs " << measured_peak
+       << " (" << 100 * ep << "%), between steps " << state << " vs " << measured_state << " (" << 100 * es << "%)");
+  // Where paraplan stands (see docs/verification.md): the multi-token-prediction module the last rank
+  // trains is not in the memory model yet.
+  CHECK(ep < 0);
+  CHECK(ep > -0.16);
+  CHECK(es < 0);
+  CHECK(es > -0.25);
+}
+
 // ---- Step time against real runs (issue 15) ----
 
 namespace {
