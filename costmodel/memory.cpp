@@ -222,7 +222,7 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
     });
     return;
   }
-  const StageParams sp = stage_params(m, l, stage);
+  const StageParams sp = stage_params(m, l, stage, t.mtp);
   const std::int64_t psi = sp.total();
   const Profile& prof = profile(t.framework);
   const int wbytes = dtype_bytes(t.precision), gbytes = dtype_bytes(t.grad_dtype);
@@ -403,6 +403,37 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
     out.add(Category::kActivations, "cross-entropy fp32 softmax", nl * softmax, [&] {
       return fmt::format("{} in flight x 4 B x s {} x b {} x vocab/tp {}", nl, a.s, a.b, vocab);
     }, prof.loss.source);
+  }
+  if (t.mtp && m.mtp_layers > 0 && last) {
+    // Megatron's MTP modules run after the last chunk's layers, per micro-batch
+    // in flight there, each: enorm and hnorm (inputs kept), their
+    // concatenation [s, b, 2h] kept as eh_proj's input (multi_token_prediction.py:
+    // 1331-1342), one transformer layer as the decoder's last, its final norm
+    // and the shared output layer's input (:1439; the head's terms), and a
+    // second loss over its own logits with its labels (:1013-1027,
+    // process_mtp_loss). Under full recompute the module is one checkpoint
+    // (:1700-1712): its two inputs are kept, the layer re-run in the backward.
+    const bool moe = m.is_moe_layer(m.num_layers - 1);
+    const std::int64_t x = std::int64_t(a.s) * a.b * m.hidden_size * a.act_bytes / (l.sp ? l.tp : 1);
+    const std::int64_t norms = 2 * x + 2 * 4 * std::int64_t(a.s) * a.b / (l.sp ? l.tp : 1);  // inputs + fp32 rstd
+    const std::int64_t layer = full ? 2 * x : (moe ? lm.moe_per_layer : per_layer) + norms + 2 * x;
+    const std::int64_t mtp = std::int64_t(m.mtp_layers) * nl;
+    out.add(Category::kActivations, "multi-token prediction: norms, eh_proj input, its layer", mtp * layer, [&] {
+      return full ? fmt::format("{} modules x {} in flight x 2 checkpointed inputs x {} (full recompute)", m.mtp_layers,
+                                nl, human(x))
+                  : fmt::format("{} modules x {} in flight x ({} {} layer + enorm/hnorm inputs {} + [s, b, 2h] concat {})",
+                                m.mtp_layers, nl, human(moe ? lm.moe_per_layer : per_layer), moe ? "MoE" : "dense",
+                                human(norms), human(2 * x));
+    }, "NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/multi_token_prediction.py:1331-1342, 1395-1445, 1700-1712; "
+       "gpt_builders.py:80-84 (the decoder's last layer's spec)");
+    if (!full) held_slack += mtp * (moe ? lm.moe_slack : slack);
+    const std::int64_t softmax = a.s * a.b * vocab * 4;
+    out.add(Category::kActivations, "multi-token prediction: output layer input, labels, fp32 softmax",
+            mtp * (lm.head + 4 * a.s * a.b + softmax), [&] {
+              return fmt::format("{} modules x {} in flight x (final norm + output input {} + labels 4 B x s x b + "
+                                 "4 B x s {} x b {} x vocab/tp {})",
+                                 m.mtp_layers, nl, human(lm.head), a.s, a.b, vocab);
+            }, "NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/multi_token_prediction.py:1013-1027 (process_mtp_loss)");
   }
 
   // Transient: the largest set of short-lived buffers at any point of the step
@@ -587,7 +618,7 @@ ModelState model_state_bytes(std::int64_t psi, int zero, int dp, int wb, int gb,
                     round_bytes(k * double(zero >= 1 ? shard : psi))};
 }
 
-StageParams stage_params(const Model& m, const Layout& l, int stage) {
+StageParams stage_params(const Model& m, const Layout& l, int stage, bool mtp) {
   const std::int64_t h = m.hidden_size, q = m.q_width(), kv = m.kv_width(), t = l.tp;
   const std::int64_t fin = m.ffn_in_width();
   const std::int64_t norm = m.normalization == Normalization::kRmsNorm ? h : 2 * h;
@@ -648,6 +679,19 @@ StageParams stage_params(const Model& m, const Layout& l, int stage) {
     // Untied: own output matrix. Tied with pp > 1: the last stage keeps a copy
     // of the word embedding, kept in sync by an all-reduce (Megatron-LM).
     if (!m.tie_embeddings || l.pp > 1) p.output = vocab_rows * h;
+  }
+  if (mtp && m.mtp_layers > 0 && stage == l.pp - 1) {
+    // Megatron's MTP modules (NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/
+    // multi_token_prediction.py:1157-1187, 1247): enorm, hnorm and a final norm
+    // (replicated), eh_proj 2h -> h column-parallel without bias, and one
+    // transformer layer built from the decoder's last layer's spec
+    // (gpt_builders.py:80-84): MoE when that layer is. On the last rank, which
+    // also builds the word embedding for them (gpt_model.py:173-181) unless it
+    // holds it already (stage 0, or tied with pp > 1: the output copy).
+    const bool moe = m.is_moe_layer(m.num_layers - 1);
+    p.mtp = std::int64_t(m.mtp_layers) * (3 * norm + 2 * h * h / t + (moe ? p.moe_layer : p.layer));
+    if (moe) p.mtp_experts = std::int64_t(m.mtp_layers) * p.expert;
+    if (stage != 0 && !m.tie_embeddings) p.mtp += vocab_rows * h;
   }
   return p;
 }
@@ -721,7 +765,7 @@ MemoryEstimate estimate_memory(const Spec& s, const Layout& l) {
   e.margin_bytes = e.usable_bytes - e.peak_bytes;
   e.fits = e.margin_bytes >= 0;
   e.params_total = total_params(s.model);
-  e.params_per_rank = stage_params(s.model, l, e.heaviest_stage).total();
+  e.params_per_rank = stage_params(s.model, l, e.heaviest_stage, s.training.mtp).total();
   return e;
 }
 

@@ -70,10 +70,15 @@ struct StageParams {
   std::int64_t embedding = 0;      // token (+ position) embedding, stage 0
   std::int64_t output = 0;         // output layer (or tied copy) on the last stage
   std::int64_t final_norm = 0;
+  // Trained multi-token-prediction modules on this rank (Training::mtp; the
+  // last): their dense parameters with the word-embedding copy the rank then
+  // holds, and their routed experts apart (sharded over edp like the others).
+  std::int64_t mtp = 0, mtp_experts = 0;
   // The routed experts' parameters: sharded over the expert data-parallel group.
-  std::int64_t experts() const { return moe_layers * expert; }
+  std::int64_t experts() const { return moe_layers * expert + mtp_experts; }
   std::int64_t total() const {
-    return (layers - moe_layers) * layer + moe_layers * (moe_layer + expert) + embedding + output + final_norm;
+    return (layers - moe_layers) * layer + moe_layers * (moe_layer + expert) + embedding + output + final_norm + mtp +
+           mtp_experts;
   }
   // The most parameters one layer holds on this rank (ZeRO-3 gathers a layer at a time).
   std::int64_t largest_layer() const {
@@ -81,7 +86,8 @@ struct StageParams {
     return layers - moe_layers > 0 && layer > moe ? layer : moe;
   }
 };
-StageParams stage_params(const Model& m, const Layout& l, int stage);
+// `mtp`: the run trains the model's multi-token-prediction modules (Training::mtp).
+StageParams stage_params(const Model& m, const Layout& l, int stage, bool mtp = false);
 
 // Model state of Ψ parameters on one data-parallel rank under a ZeRO stage
 // (Rajbhandari et al. 2020, §5.1: (2 + 2 + K)Ψ, with 1: optimizer / N_d,

@@ -239,6 +239,13 @@ struct Training {
   // Megatron --cross-entropy-loss-fusion: the vocab-parallel cross-entropy in
   // fused kernels (fewer passes over the fp32 logits; same tensors kept).
   bool cross_entropy_fusion = false;
+  // Megatron --mtp-num-layers: the model's multi-token-prediction modules
+  // (Model::mtp_layers) are trained, on the last pipeline rank with a copy of
+  // the word embedding there (NVIDIA/Megatron-LM@d98e8a64
+  // megatron/core/models/gpt/gpt_model.py:166-181, 244-250; only when the flag
+  // is given, megatron/training/models/gpt.py:414). false: the modules are
+  // counted apart and not built.
+  bool mtp = false;
   // Megatron --tp-comm-overlap (Transformer Engine userbuffers, needs SP):
   // every TP all-gather and reduce-scatter pipelined with the GEMM beside it.
   bool tp_comm_overlap = false;

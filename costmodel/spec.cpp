@@ -30,6 +30,7 @@ const char* invalid_name(Invalid r) {
     case Invalid::kEtpFfn: return "moe_ffn_not_divisible_by_etp";
     case Invalid::kMoeSp: return "moe_tp_needs_sp";
     case Invalid::kMoeFramework: return "moe_not_in_framework";
+    case Invalid::kMtpFramework: return "mtp_not_in_framework";
     case Invalid::kCount: break;
   }
   return "?";
@@ -180,6 +181,7 @@ std::optional<Invalid> layout_invalid(const Spec& s, const Layout& l, bool check
   // Context parallelism runs inside Transformer Engine's fused / flash
   // attention (TE context_parallel.py); there is no unfused path.
   if (l.cp > 1 && !s.training.flash_attention) return Invalid::kCpAttention;
+  if (s.training.mtp && !profile(s.training.framework).mtp) return Invalid::kMtpFramework;
   if (!m.is_moe()) {
     if (l.ep != 1 || l.etp > 0) return Invalid::kEpDense;
   } else {
@@ -374,6 +376,11 @@ std::optional<LayoutProblem> resolve_layout(const Spec& s, Layout* l, bool check
       return LayoutProblem{*r, "framework",
                            std::string("framework ") + framework_name(t.framework) + ": " +
                                moe_unsupported(profile(t.framework), s.model, *l)};
+    case Invalid::kMtpFramework:
+      return LayoutProblem{*r, "framework",
+                           std::string("framework ") + framework_name(t.framework) +
+                               " has no multi-token-prediction modules to train (training.mtp: true is Megatron-LM's "
+                               "--mtp-num-layers); expected framework megatron or mtp: false"};
     case Invalid::kCount: break;
   }
   return LayoutProblem{*r, "layout", invalid_name(*r)};

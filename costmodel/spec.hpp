@@ -56,6 +56,7 @@ enum class Invalid {
   kEtpFfn,          // moe_ffn_hidden_size % etp
   kMoeSp,           // a mixture of experts with tp > 1 and no sequence parallelism
   kMoeFramework,    // a mixture of experts under a framework (or layout) whose MoE is not modelled
+  kMtpFramework,    // multi-token-prediction modules trained under a framework that has none
   kCount
 };
 const char* invalid_name(Invalid r);

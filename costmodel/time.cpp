@@ -751,7 +751,7 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
                                 : pl.tp;
   const TimeVariant& tv = profile(t.framework).time;
   StageMicrobatch r;
-  const StageParams sp = stage_params(m, l, stage);
+  const StageParams sp = stage_params(m, l, stage, t.mtp);
   r.params = double(sp.total());
   r.dp_params = r.optimizer_params = r.params;
   if (const double experts = double(sp.experts()); experts > 0) {
@@ -823,6 +823,33 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
                          ce_bytes_per_logit(t, f), ce_bytes_per_logit(t, b), f, b);
     }, tv.ce_source(t.cross_entropy_fusion));
   }
+  // Megatron's trained MTP modules on the last rank (Training::mtp), each: the
+  // eh_proj GEMM (2h -> h/tp over the micro-batch's tokens), one layer as the
+  // decoder's last (re-run in the backward under full recompute, the module
+  // being one checkpoint), the shared output layer and a second loss
+  // (NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/multi_token_prediction.py:
+  // 1331-1342, 1395-1445, 1700-1712, 1013-1027). Their TP and expert
+  // collectives join the stage's below.
+  const bool mtp = t.mtp && m.mtp_layers > 0 && stage == l.pp - 1;
+  const bool mtp_moe = mtp && m.is_moe_layer(m.num_layers - 1);
+  const double mtp_n = mtp ? double(m.mtp_layers) : 0.0;
+  if (mtp) {
+    const LayerTime& lf = mtp_moe ? pl.moe_forward : pl.forward;
+    const Gemm eh{"eh_proj", 1, tokens(t, l), double(m.hidden_size) / l.tp, 2.0 * m.hidden_size};
+    const int eb = act_bytes(t);
+    const double ehf = gemm_time(eh, c, eb), ehb = gemm_time(gemm_input_gradient(eh), c, eb) +
+                                                   gemm_time(gemm_weight_gradient(eh), c, eb);
+    const double fo = output_head_forward_time(m, t, l, c), bo = output_head_backward_time(m, t, l, c);
+    const double lo = loss_forward_time(m, t, l, c), lb = loss_backward_time(m, t, l, c);
+    const double re = l.recompute == Recompute::kFull ? lf.total : 0.0;
+    block("multi-token prediction", mtp_n * (ehf + lf.total + fo + lo),
+          mtp_n * (ehb + layer_backward_time(lf, t.flash_attention) + re + bo + lb), [&] {
+            return fmt::format("{:g} modules x (eh_proj {:.3f} ms x 3 + one {} layer {:.3f} ms forward{} + output layer "
+                               "{:.3f} + {:.3f} ms + cross-entropy {:.3f} + {:.3f} ms)",
+                               mtp_n, ehf * 1e3, mtp_moe ? "MoE" : "dense", lf.total * 1e3,
+                               re > 0 ? " (re-run: full recompute)" : "", fo * 1e3, bo * 1e3, lo * 1e3, lb * 1e3);
+          }, "NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/multi_token_prediction.py:1331-1342, 1395-1445, 1013-1027");
+  }
   // Gradient accumulation as its own pass after the backward (nanotron's fp32
   // accumulator), over the stage's parameters.
   const double accum = t.gradient_accumulation_fusion ? tv.grad_accum_bytes_per_param
@@ -837,15 +864,25 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
   // forward's again for each recomputed layer (Korthikanti et al. 2022 §5).
   r.tp_comm_s = layers * (tpc.forward_s + tpc.backward_s) + recomputed * tpc.forward_s +
                 tp_embedding_output_comm_time(m, t, l, c, g.tp, first, holds_output);
+  if (mtp) {
+    // The MTP layer's collectives, eh_proj's output all-gather (gather_from_tensor_model_parallel_region,
+    // multi_token_prediction.py:1352) and the output layer's and loss's again.
+    const TpLayerComm& lt = mtp_moe ? pl.moe_tp : pl.tp;
+    r.tp_comm_s += mtp_n * (lt.forward_s + lt.backward_s + (l.recompute == Recompute::kFull ? lt.forward_s : 0.0) +
+                            tp_embedding_output_comm_time(m, t, l, c, g.tp, true, true));
+  }
   sink.add("TP collectives (exposed)", r.tp_comm_s, [&] {
     return fmt::format("{:g} layers x (forward {:.3f} ms + backward {:.3f} ms) + {:g} recomputed forwards{}", layers,
                        tpc.forward_s * 1e3, tpc.backward_s * 1e3, recomputed,
                        t.tp_comm_overlap ? "; --tp-comm-overlap" : "");
   }, tv.tp_backward);
-  if (moe_layers > 0) {
+  if (moe_layers > 0 || mtp_moe) {
     // Every MoE layer's dispatch and combine, forward and backward, + the
-    // forward's again for each recomputed one.
-    r.ep_comm_s = moe_layers * (pl.ep_forward_s + pl.ep_backward_s) + recomputed * w * pl.ep_forward_s;
+    // forward's again for each recomputed one (and the MTP modules' MoE layers).
+    r.ep_comm_s = moe_layers * (pl.ep_forward_s + pl.ep_backward_s) + recomputed * w * pl.ep_forward_s +
+                  (mtp_moe ? mtp_n * (pl.ep_forward_s + pl.ep_backward_s +
+                                      (l.recompute == Recompute::kFull ? pl.ep_forward_s : 0.0))
+                           : 0.0);
     sink.add("expert all-to-alls (exposed)", r.ep_comm_s, [&] {
       return fmt::format("{:g} MoE layers x (forward {:.3f} ms + backward {:.3f} ms): dispatch + combine of {:.4g} MB "
                          "per rank over ep {} ({} node{}), etp {}, {} at {:g}x the mean",

@@ -85,7 +85,7 @@ constexpr const char* kReadMegatronFlags[] = {
     "--activations-checkpoint-num-layers", "--bf16", "--fp16", "--grad-reduce-in-bf16", "--attention-backend",
     "--use-flash-attn", "--overlap-grad-reduce", "--overlap-param-gather", "--context-parallel-size", "--cp-comm-type",
     "--expert-model-parallel-size", "--expert-tensor-parallel-size", "--num-experts", "--moe-router-topk",
-    "--moe-ffn-hidden-size", "--moe-expert-capacity-factor", "--moe-pad-expert-input-to-capacity", "--fp8-format", "--fp8-param-gather", "--fp8-recipe", "--fp8-amax-history-len", "--num-layers", "--hidden-size",
+    "--moe-ffn-hidden-size", "--mtp-num-layers", "--moe-expert-capacity-factor", "--moe-pad-expert-input-to-capacity", "--fp8-format", "--fp8-param-gather", "--fp8-recipe", "--fp8-amax-history-len", "--num-layers", "--hidden-size",
     "--num-attention-heads", "--ffn-hidden-size", "--num-query-groups", "--swiglu",
     "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--add-qkv-bias", "--normalization",
     "--position-embedding-type", "--no-gradient-accumulation-fusion", "--cross-entropy-loss-fusion", "--tp-comm-overlap", "--use-megatron-fsdp",
@@ -327,6 +327,11 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
     else if (flag == "--num-experts") model_must_match(spec->model.num_experts, "num_experts");
     else if (flag == "--moe-router-topk") model_must_match(spec->model.experts_per_token, "experts_per_token");
     else if (flag == "--moe-ffn-hidden-size") model_must_match(spec->model.moe_ffn_hidden_size, "moe_ffn_hidden_size");
+    else if (flag == "--mtp-num-layers") {
+      // Megatron builds the MTP modules only when this is given (megatron/training/models/gpt.py:414).
+      model_must_match(spec->model.mtp_layers, "mtp_layers");
+      spec->training.mtp = true;
+    }
     else if (flag == "--moe-expert-capacity-factor") {
       // A negative factor means dropless (transformer_config.py:1836-1838).
       const std::string& v = val();

@@ -281,7 +281,7 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
                      "optimizer_state_bytes", "flash_attention", "grad_bucket_params",
                      "overlap_dp_comm", "overlap_param_gather", "framework", "fp8", "fp8_param_gather", "pipeline_scatter_gather",
                      "gradient_accumulation_fusion", "cross_entropy_fusion", "tp_comm_overlap", "grad_reduce_dtype", "moe_load_imbalance", "moe_capacity_factor",
-                     "moe_pad_to_capacity"});
+                     "moe_pad_to_capacity", "mtp"});
   t->framework = Framework(r.opt_choice("framework", int(Framework::kMegatron),
                                         {"megatron", "deepspeed", "fsdp", "nanotron", "paraplan"}));
   t->seq_length_given = r.has("seq_length");
@@ -325,6 +325,9 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
   if (t->fp8 && m.is_moe())
     r.fail("fp8", "FP8 training of a mixture of experts is not modelled (its expert GEMMs, their FP8 padding and "
                   "workspaces); expected fp8: false");
+  t->mtp = r.opt_bool("mtp", false);
+  if (t->mtp && m.mtp_layers == 0)
+    r.fail("mtp", "the model has no multi-token-prediction modules (mtp_layers: 0); expected mtp: false");
   t->grad_reduce_dtype_given = r.has("grad_reduce_dtype");
   if (t->grad_reduce_dtype_given) t->grad_reduce_dtype = DType(r.get_choice("grad_reduce_dtype", {"bf16", "fp16", "fp32"}));
 }

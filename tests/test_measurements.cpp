@@ -272,6 +272,7 @@ Spec megatron_moe_golden_spec(Layout* l) {
   s.training.flash_attention = false;       // --attention-backend unfused
   s.training.cross_entropy_fusion = true;   // --cross-entropy-loss-fusion
   s.training.gradient_accumulation_fusion = true;
+  s.training.mtp = true;                    // --mtp-num-layers 1
   *l = parse_layout("tp=2,pp=2,vpp=4,ep=4,etp=1,sp=1,zero=1,mbs=4");
   REQUIRE(!resolve_layout(s, l));
   return s;
@@ -297,12 +298,18 @@ TEST_CASE("Megatron-LM's MoE memory regression test: max_memory_allocated of the
   const double ep = peak / measured_peak - 1, es = state / measured_state - 1;
   WARN("Megatron MoE CI (tp2 pp2 vpp4 ep4, MLA, MTP): predicted max allocated " << peak << " vs " << measured_peak
        << " (" << 100 * ep << "%), between steps " << state << " vs " << measured_state << " (" << 100 * es << "%)");
-  // Where paraplan stands (see docs/verification.md): the multi-token-prediction module the last rank
-  // trains is not in the memory model yet.
-  CHECK(ep < 0);
-  CHECK(ep > -0.16);
-  CHECK(es < 0);
-  CHECK(es > -0.25);
+  // Before the multi-token-prediction module the last rank trains was modelled: -13.6 % and -21.7 %.
+  // With it: -3.7 % and -7.6 % (the 0.50 GB left between steps is not explained yet).
+  CHECK(std::abs(ep) <= 0.05);
+  CHECK(std::abs(es) <= 0.10);
+  // The same run's iteration-time (golden_values_dev_dgx_h100.json, median of steps 4-50: 1.0266 s;
+  // --deterministic-mode, unfused attention): the time model is far too fast on this small MoE, whose
+  // 16 layers of h 1024 launch many small kernels (permutation, grouped GEMMs of 8 local experts,
+  // the router in fp32) that nothing prices yet.
+  const double step = estimate_time(s, l).step_s, et = step / 1.0266 - 1;
+  WARN("Megatron MoE CI step time: predicted " << step << " s vs 1.0266 s (" << 100 * et << "%)");
+  CHECK(et < 0);
+  CHECK(et > -0.5);
 }
 
 // ---- Step time against real runs (issue 15) ----

@@ -11,6 +11,7 @@
 #include "costmodel/activations.hpp"
 #include "costmodel/comm.hpp"
 #include "costmodel/flops.hpp"
+#include "costmodel/frameworks/profile.hpp"
 #include "costmodel/time.hpp"
 #include "costmodel/memory.hpp"
 #include "costmodel/spec.hpp"
@@ -668,4 +669,96 @@ TEST_CASE("DeepSpeed-MoE (framework deepspeed): capacity-padded experts, what it
   CHECK(extra_bytes == 570'425'344.0);
   CHECK(memory_bound(s, ok) - memory_bound(mg, lm) ==
         Approx(32 * 3 * extra_bytes / (3350e9 * s.cluster.hbm_efficiency)).epsilon(1e-9));
+}
+
+TEST_CASE("Multi-token prediction trained under Megatron: parameters, activations and time on the last rank, by hand",
+          "[moe][mtp]") {
+  // The MoE model of Megatron-LM's gpt3_mcore_te_tp2_pp2_ep4_etp1_memory_speed test: h 1024, 32 heads, MLA
+  // (q_lora 1536, kv_lora 512, qk 128 + 64, v 128), 32 experts of ffn 1024 + one shared, the first layer dense,
+  // vocab 51,712, untied, one MTP module; tp 2, pp 2, ep 4, etp 1.
+  const Model m = load_model_file(test::repo("tests/data/measurements/megatron-moe-mla-memory-speed.yaml"));
+  Spec s = moe_spec(m, 8, 4096, 32);
+  s.cluster = test::cluster("dgx-h100");
+  s.training.flash_attention = true;
+  Layout l = parse_layout("tp=2,pp=2,ep=4,etp=1,sp=1,zero=1,mbs=4");
+  REQUIRE_FALSE(resolve_layout(s, &l));
+  // Not trained (Megatron without --mtp-num-layers): nothing on any rank.
+  CHECK(stage_params(m, l, 1).mtp == 0);
+  CHECK(stage_params(m, l, 1, false).mtp_experts == 0);
+  const StageParams last = stage_params(m, l, 1, true), first = stage_params(m, l, 0, true);
+  CHECK(first.mtp == 0);
+  // Per rank of the last stage, by hand: enorm, hnorm, final norm 3 x 1024; eh_proj 2 x 1024 x 1024 / tp 2;
+  // the MTP layer as the decoder's last (MoE): MLA q 1024 x 1536 + 1536 + 1536 x 32 x 192 / 2, kv 1024 x 576 +
+  // 512 + 512 x 32 x 256 / 2, out 32 x 128 x 1024 / 2; 2 norms 2 x 1024; router 32 x 1024 + expert bias 32;
+  // shared expert 3 x 1024 x 1024 / 2; the word embedding the last rank builds for it, 51,712 / 2 x 1024.
+  const std::int64_t attn = 1024LL * 1536 + 1536 + 1536LL * 32 * 192 / 2 + 1024LL * 576 + 512 + 512LL * 32 * 256 / 2 +
+                            32LL * 128 * 1024 / 2;
+  CHECK(attn == 11077632);
+  const std::int64_t layer = attn + 2 * 1024 + 32 * 1024 + 32 + 3LL * 1024 * 1024 / 2;
+  CHECK(last.mtp == 3 * 1024 + 2LL * 1024 * 1024 / 2 + layer + 51712LL / 2 * 1024);
+  CHECK(last.mtp == 40213536);
+  // Its routed experts: 32 / ep 4 = 8 of 3 x 1024 x 1024, sharded with the other experts (edp).
+  CHECK(last.mtp_experts == 8LL * 3 * 1024 * 1024);
+  CHECK(last.experts() == last.moe_layers * last.expert + 25165824);
+  // Memory: the two MTP activation terms appear on the last stage only, with the second loss's fp32
+  // softmax 4 B x s 4096 x b 4 x vocab/tp 25,856 and the layer's saved tensors among them.
+  s.training.mtp = true;
+  auto term = [&](int stage, const std::string& prefix) {
+    std::int64_t bytes = -1;
+    for (const Term& t : stage_terms(s, l, stage))
+      if (t.name.rfind(prefix, 0) == 0) bytes = t.bytes;
+    return bytes;
+  };
+  CHECK(term(0, "multi-token prediction") == -1);
+  const std::int64_t x = 4096LL * 4 * 1024 * 2 / 2;  // s x b x h x 2 B / tp (sequence parallel)
+  // The layer saves what the decoder's MoE layers save under Megatron (its profile's variant), plus
+  // enorm and hnorm inputs (2 x s/tp x b x h x 2 B) with their fp32 rstd (2 x 4 B x s/tp x b) and the
+  // [s/tp, b, 2h] concatenation eh_proj keeps (2 x s/tp x b x h x 2 B).
+  const Profile& meg = profile(Framework::kMegatron);
+  const ActShape a{4096, 4, 2, true, 2, false, 1, moe_expert_load(meg, s.training, 4), 4, 8};
+  const std::int64_t moe_layer = layer_activation_bytes(m, true, Recompute::kNone, a, meg.act, LayerKind::kMoe);
+  CHECK(term(1, "multi-token prediction: norms") == moe_layer + (2 * x + 2 * 4 * 4096LL * 4 / 2) + 2 * x);
+  CHECK(term(1, "transformer layers") > 0);
+  CHECK(term(1, "multi-token prediction: output") == x + 4 * 4096LL * 4 + 4LL * 4096 * 4 * 25856 +
+                                                          (term(1, "final norm + output layer inputs") - x));
+  // Without training them, the same layout predicts less on the last rank and nothing changes on the first.
+  Spec off = s;
+  off.training.mtp = false;
+  CHECK(estimate_memory(off, l).stages[0].total() == estimate_memory(s, l).stages[0].total());
+  CHECK(estimate_memory(off, l).stages[1].total() < estimate_memory(s, l).stages[1].total());
+  // Time: the last rank runs the module (a "multi-token prediction" term), the first does not.
+  double mtp_s = 0;
+  for (const TimeTerm& t : stage_time_terms(s, l, 1))
+    if (t.name == "multi-token prediction") mtp_s = t.seconds;
+  CHECK(mtp_s > 0);
+  for (const TimeTerm& t : stage_time_terms(s, l, 0)) CHECK(t.name != "multi-token prediction");
+  // Only Megatron trains them: under fsdp (torchtitan) the layout is refused naming the framework.
+  Spec fsdp = s;
+  fsdp.training.framework = Framework::kFsdp;
+  Layout lf = parse_layout("tp=1,pp=1,ep=1,zero=3,mbs=1");
+  const auto problem = resolve_layout(fsdp, &lf);
+  REQUIRE(problem);
+  CHECK(problem->field == "framework");
+  CHECK(problem->message.find("multi-token-prediction") != std::string::npos);
+}
+
+TEST_CASE("Megatron arguments: --mtp-num-layers trains the model's MTP modules, and a count unlike the model's is an error",
+          "[moe][mtp][cli]") {
+  TempDir dir;
+  const std::string base = "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 16 --expert-model-parallel-size 64 "
+                           "--use-distributed-optimizer --decoder-last-pipeline-num-layers 1 --micro-batch-size 1 "
+                           "--recompute-activations --bf16";
+  auto explain = [&](const std::string& extra) {
+    return run_paraplan({"explain", "--model", "deepseek-v3", "--gpus", "2048", "--gpu", "h800", "--seq-length", "4096",
+                         "--global-batch-size", "15360", "--formulas", "--stage", "15", "--megatron-args", base + extra},
+                        dir.path());
+  };
+  const Result without = explain(""), with = explain(" --mtp-num-layers 1");
+  INFO(without.err << with.err);
+  CHECK(without.out.find("multi-token prediction") == std::string::npos);
+  CHECK(with.out.find("multi-token prediction") != std::string::npos);
+  const Result bad = explain(" --mtp-num-layers 2");
+  CHECK(bad.code == 2);
+  CHECK(bad.err.find("--mtp-num-layers") != std::string::npos);
+  CHECK(bad.err.find("mtp_layers is 1") != std::string::npos);
 }

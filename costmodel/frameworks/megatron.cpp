@@ -30,7 +30,7 @@ void state(const Training& t, const Layout& l, StateBuffers* out) {
 }  // namespace
 
 const Profile& megatron_profile() {
-  static const Profile p = with_reduce_buckets(Profile{
+  static const Profile p = with_mtp(with_reduce_buckets(Profile{
       Framework::kMegatron,
       "megatron",
       "Megatron-LM core with Transformer Engine (fused SwiGLU, TE LayerNorm+Linear, fp32 main_grad buffer)",
@@ -101,7 +101,9 @@ const Profile& megatron_profile() {
                         "--overlap-param-gather, forward pre-hooks dispatch each bucket's gather before its layers)"}},
       ReduceBuckets::kMegatronDdp,
       MCORE "megatron/training/training.py:2179-2193 (resolve_ddp_bucket_size: max(40M, 1M x dp·cp) parameters per "
-            "bucket; None, one bucket, without --overlap-grad-reduce)");
+            "bucket; None, one bucket, without --overlap-grad-reduce)"),
+      MCORE "megatron/core/transformer/multi_token_prediction.py (--mtp-num-layers; built only when given, "
+            "megatron/training/models/gpt.py:414)");
   return p;
 }
 

@@ -261,6 +261,9 @@ struct Profile {
   // mean (the busiest expert's load when dropless), at any ep.
   bool moe_padded_to_capacity = false;
   Source moe_capacity = "";
+  // Where the framework trains a model's multi-token-prediction modules
+  // (Training::mtp); nullptr: it has none to train.
+  Source mtp = nullptr;
 };
 
 // A profile whose ZeRO-1/2 parameter all-gather runs whole after the
@@ -275,6 +278,12 @@ inline Profile with_post_step_param_gather(Profile p, Source src) {
 inline Profile with_reduce_buckets(Profile p, ReduceBuckets rule, Source src) {
   p.time.reduce_buckets = rule;
   p.time.reduce_bucket = src;
+  return p;
+}
+
+// A profile that trains multi-token-prediction modules, as `src` says (Profile::mtp).
+inline Profile with_mtp(Profile p, Source src) {
+  p.mtp = src;
   return p;
 }
 
