@@ -459,8 +459,9 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
     // At the loss's forward peak, besides the saved fp32 softmax: the logits
     // in the activation dtype if still referenced, any extra fp32 copies
     // (framework profile), and fp32 max | sum | target | loss per token.
-    const std::int64_t logits =
-        loss_forward_peak_bytes(prof.loss, a.s * a.b, vocab, a.act_bytes) - 4 * a.s * a.b * vocab;  // softmax: activations
+    const std::int64_t fused = t.cross_entropy_fusion ? std::int64_t(prof.loss.fused_extra_fp32) * 4 * a.s * a.b * vocab : 0;
+    const std::int64_t logits = loss_forward_peak_bytes(prof.loss, a.s * a.b, vocab, a.act_bytes) -
+                                4 * a.s * a.b * vocab + fused;  // softmax: activations
     if (logits > peak.bytes) peak = {logits, "logits"};
   }
   // Then the output layer's input gradient H and the residual gradient X.
@@ -478,11 +479,17 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
     if (bwd > peak.bytes) peak = {bwd, "context-parallel ring: residual grad + K|V and dK|dV double buffers"};
   }
   out.add(Category::kTransient, "short-lived buffers (peak)", peak.bytes, [&] {
+    const bool fused = t.cross_entropy_fusion && prof.loss.fused_extra_fp32 > 0;
     if (std::string_view(peak.phase) == "logits")
-      return fmt::format("logits {} B x s {} x b {} x vocab/tp {} + {} B x s x b (cross-entropy row statistics)",
-                         per_logit, a.s, a.b, vocab, prof.loss.row_bytes_per_token);
+      return fmt::format("logits {} B x s {} x b {} x vocab/tp {} + {} B x s x b (cross-entropy row statistics){}",
+                         per_logit + (fused ? 4 * prof.loss.fused_extra_fp32 : 0), a.s, a.b, vocab,
+                         prof.loss.row_bytes_per_token,
+                         fused ? fmt::format(" (with {} fp32 copy of the fused cross-entropy)", prof.loss.fused_extra_fp32)
+                               : std::string());
     return fmt::format("{} ({})", peak.phase, human(peak.bytes));
-  }, std::string_view(peak.phase) == "logits" ? prof.loss.source : nullptr);
+  }, std::string_view(peak.phase) == "logits"
+         ? (t.cross_entropy_fusion && prof.loss.fused_extra_fp32 > 0 ? prof.loss.fused : prof.loss.source)
+         : nullptr);
 
   // Communication buffers.
   std::int64_t biggest = sp.largest_layer();  // the largest group gathered at once (a layer, or the embedding)
@@ -571,6 +578,19 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
       out.add(Category::kRuntime, "cuBLAS workspace", cublas,
               [&] { return fmt::format("cublas_workspace_mib {:g} MiB", c.cublas_workspace_mib); },
               "validate/gpu/cuda_context.cpp:70-71 (cudaMalloc + cublasSetWorkspace, outside the pool)");
+    }
+    if (prof.te_workspaces && t.transformer_engine) {
+      // Transformer Engine's workspaces, each allocated on first use and kept:
+      // its GEMMs', the grouped GEMMs' four streams' where this rank runs
+      // experts, userbuffers' three with --tp-comm-overlap.
+      const bool grouped = t.moe_grouped_gemm && (sp.moe_layers > 0 || sp.mtp_experts > 0);
+      const int n = 1 + (grouped ? 4 : 0) + (t.tp_comm_overlap ? 3 : 0);
+      const std::int64_t te = round_bytes(n * c.te_cublas_workspace_mib * 1024 * 1024);
+      out.add(Category::kRuntime, "Transformer Engine cuBLAS workspaces (inside the allocator)", te, [&] {
+        return fmt::format("{} x te_cublas_workspace_mib {:g} MiB (1 for its GEMMs{}{})", n, c.te_cublas_workspace_mib,
+                           grouped ? ", 4 grouped-GEMM streams" : "", t.tp_comm_overlap ? ", 3 userbuffers" : "");
+      }, prof.te_workspaces);
+      out.in_allocator(te);
     }
     if (prof.runtime_extra_mib > 0)
       out.add(Category::kRuntime, "the framework's own device buffers",

@@ -142,6 +142,11 @@ struct Cluster {
   // PyTorch's cuBLAS workspace per handle and stream: 32 MiB on sm90
   // (CublasHandlePool.cpp), + 1 MiB cuBLASLt; inside the caching allocator.
   double cublas_workspace_mib = 33;
+  // Transformer Engine's own cuBLAS workspace per GEMM stream, allocated once
+  // through PyTorch's allocator and kept (lru_cache): 32 MiB + 1 KiB on
+  // compute capability 9.0 and later, 4 MiB before (NVIDIA/TransformerEngine@d0067d0d
+  // transformer_engine/pytorch/cpp_extensions/gemm.py:40-67).
+  double te_cublas_workspace_mib = 32 + 1.0 / 1024;
   // NCCL buffers per communicator: 16 channels x 2 ring peers x (Simple
   // 4 MiB + LL 0.5 MiB + LL128 4.6875 MiB) = 294 MiB (nccl src/init.cc:810-828,
   // src/include/device.h; channel count and peers per rank: JUDGEMENT).
@@ -239,6 +244,16 @@ struct Training {
   // Megatron --cross-entropy-loss-fusion: the vocab-parallel cross-entropy in
   // fused kernels (fewer passes over the fp32 logits; same tensors kept).
   bool cross_entropy_fusion = false;
+  // Megatron --transformer-impl transformer_engine (the default,
+  // transformer_config.py:1314-1316) or local: Megatron-core's own modules,
+  // whose core attention is the unfused DotProductAttention
+  // (megatron/core/models/backends.py:129-131) and whose GEMMs keep no
+  // Transformer Engine workspaces (Profile::te_workspaces).
+  bool transformer_engine = true;
+  // Megatron --moe-grouped-gemm (default off, transformer_config.py:850): the
+  // local experts run as Transformer Engine grouped GEMMs (TEGroupedMLP), which
+  // keep a cuBLAS workspace per compute stream; off, one TE linear per expert.
+  bool moe_grouped_gemm = false;
   // Megatron --mtp-num-layers: the model's multi-token-prediction modules
   // (Model::mtp_layers) are trained, on the last pipeline rank with a copy of
   // the word embedding there (NVIDIA/Megatron-LM@d98e8a64

@@ -85,7 +85,7 @@ constexpr const char* kReadMegatronFlags[] = {
     "--activations-checkpoint-num-layers", "--bf16", "--fp16", "--grad-reduce-in-bf16", "--attention-backend",
     "--use-flash-attn", "--overlap-grad-reduce", "--overlap-param-gather", "--context-parallel-size", "--cp-comm-type",
     "--expert-model-parallel-size", "--expert-tensor-parallel-size", "--num-experts", "--moe-router-topk",
-    "--moe-ffn-hidden-size", "--mtp-num-layers", "--moe-expert-capacity-factor", "--moe-pad-expert-input-to-capacity", "--fp8-format", "--fp8-param-gather", "--fp8-recipe", "--fp8-amax-history-len", "--num-layers", "--hidden-size",
+    "--moe-ffn-hidden-size", "--mtp-num-layers", "--transformer-impl", "--moe-grouped-gemm", "--moe-expert-capacity-factor", "--moe-pad-expert-input-to-capacity", "--fp8-format", "--fp8-param-gather", "--fp8-recipe", "--fp8-amax-history-len", "--num-layers", "--hidden-size",
     "--num-attention-heads", "--ffn-hidden-size", "--num-query-groups", "--swiglu",
     "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--add-qkv-bias", "--normalization",
     "--position-embedding-type", "--no-gradient-accumulation-fusion", "--cross-entropy-loss-fusion", "--tp-comm-overlap", "--use-megatron-fsdp",
@@ -152,7 +152,7 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
   bool full_granularity = false, method_given = false, num_layers_given = false, legacy_checkpoint = false;
   bool grad_reduce_bf16 = false, overlap_grad_reduce = false, fp8_param_gather = false, tp_comm_overlap = false,
        overlap_param_gather = false;
-  bool megatron_fsdp = false;
+  bool megatron_fsdp = false, local_impl = false, attention_given = false;
   int fsdp_zero = 3;  // --data-parallel-sharding-strategy's default optim_grads_params (arguments.py:3190)
   for (size_t i = 0; i < args.size(); ++i) {
     std::string flag = args[i], value;
@@ -178,6 +178,7 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
     }
     if (!spec->model.is_moe() &&
         (flag == "--expert-tensor-parallel-size" || flag == "--moe-router-topk" || flag == "--moe-ffn-hidden-size" ||
+         flag == "--moe-grouped-gemm" ||
          flag == "--moe-expert-capacity-factor" || flag == "--moe-pad-expert-input-to-capacity")) {
       // Megatron reads these only for a mixture of experts (arguments.py:587-588, 1650-1652).
       if (ignored) ignored->push_back(flag + " (the model has no experts)");
@@ -257,10 +258,19 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
       // flash and fused (cuDNN) keep no s x s scores; auto picks one of them
       // on Hopper/Ampere; unfused and local materialise the scores.
       const std::string& v = val();
+      attention_given = true;
       if (v == "flash" || v == "fused" || v == "auto") spec->training.flash_attention = true;
       else if (v == "unfused" || v == "local") spec->training.flash_attention = false;
       else fail(src, flag, "expected flash, fused, unfused, local or auto, got '" + v + "'");
-    } else if (flag == "--use-flash-attn") spec->training.flash_attention = true;
+    } else if (flag == "--use-flash-attn") spec->training.flash_attention = true, attention_given = true;
+    else if (flag == "--transformer-impl") {
+      // local: Megatron-core's own modules, attention unfused (megatron/core/models/backends.py:129-131)
+      // unless --attention-backend says otherwise; no Transformer Engine workspaces.
+      const std::string& v = val();
+      if (v == "transformer_engine") spec->training.transformer_engine = true;
+      else if (v == "local") spec->training.transformer_engine = false, local_impl = true;
+      else fail(src, flag, "expected transformer_engine or local, got '" + v + "'");
+    }
     else if (flag == "--no-gradient-accumulation-fusion") spec->training.gradient_accumulation_fusion = false;
     else if (flag == "--cross-entropy-loss-fusion") spec->training.cross_entropy_fusion = true;
     else if (flag == "--tp-comm-overlap") tp_comm_overlap = true;
@@ -341,8 +351,10 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
       if (!(x <= 64)) fail(src, flag, "expected at most 64, got " + v);
       spec->training.moe_capacity_factor = x > 0 ? x : 0;
     } else if (flag == "--moe-pad-expert-input-to-capacity") spec->training.moe_pad_to_capacity = true;
+    else if (flag == "--moe-grouped-gemm") spec->training.moe_grouped_gemm = true;
     // Every other Megatron flag does not change the memory layout: ignored.
   }
+  if (local_impl && !attention_given) spec->training.flash_attention = false;
   // Megatron accumulates and reduces gradients in fp32 unless
   // --grad-reduce-in-bf16 (arguments.py:1213-1217), and overlaps the DP
   // reduction only with --overlap-grad-reduce (default off).

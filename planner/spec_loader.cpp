@@ -189,7 +189,7 @@ Cluster cluster_from_yaml(const YAML::Node& node, const std::string& file,
                      "gemm_efficiency_fp8",
                      "hbm_efficiency", "attention_efficiency", "optimizer_efficiency", "best_published_mfu",
                      "best_published_mfu_fp8",
-                     "cuda_context_gib", "cublas_workspace_mib", "nccl_comm_mib"});
+                     "cuda_context_gib", "cublas_workspace_mib", "te_cublas_workspace_mib", "nccl_comm_mib"});
   Cluster c;
   c.name = r.get_string("name");
   c.source = r.opt_string("source", "");
@@ -258,6 +258,7 @@ Cluster cluster_from_yaml(const YAML::Node& node, const std::string& file,
   if (r.has("fragmentation")) c.fragmentation = r.get_number("fragmentation", 0, 1, false);
   c.cuda_context_gib = r.opt_number("cuda_context_gib", c.cuda_context_gib, 0, 1e3, true);
   c.cublas_workspace_mib = r.opt_number("cublas_workspace_mib", c.cublas_workspace_mib, 0, 1e6, true);
+  c.te_cublas_workspace_mib = r.opt_number("te_cublas_workspace_mib", c.te_cublas_workspace_mib, 0, 1e6, true);
   c.nccl_comm_mib = r.opt_number("nccl_comm_mib", c.nccl_comm_mib, 0, 1e6, true);
   return c;
 }
@@ -281,7 +282,7 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
                      "optimizer_state_bytes", "flash_attention", "grad_bucket_params",
                      "overlap_dp_comm", "overlap_param_gather", "framework", "fp8", "fp8_param_gather", "pipeline_scatter_gather",
                      "gradient_accumulation_fusion", "cross_entropy_fusion", "tp_comm_overlap", "grad_reduce_dtype", "moe_load_imbalance", "moe_capacity_factor",
-                     "moe_pad_to_capacity", "mtp"});
+                     "moe_pad_to_capacity", "mtp", "moe_grouped_gemm"});
   t->framework = Framework(r.opt_choice("framework", int(Framework::kMegatron),
                                         {"megatron", "deepspeed", "fsdp", "nanotron", "paraplan"}));
   t->seq_length_given = r.has("seq_length");
@@ -325,6 +326,7 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
   if (t->fp8 && m.is_moe())
     r.fail("fp8", "FP8 training of a mixture of experts is not modelled (its expert GEMMs, their FP8 padding and "
                   "workspaces); expected fp8: false");
+  t->moe_grouped_gemm = r.opt_bool("moe_grouped_gemm", false);
   t->mtp = r.opt_bool("mtp", false);
   if (t->mtp && m.mtp_layers == 0)
     r.fail("mtp", "the model has no multi-token-prediction modules (mtp_layers: 0); expected mtp: false");

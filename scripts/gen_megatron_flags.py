@@ -24,7 +24,7 @@ def git(*args):
 
 files = [f for f in git("ls-tree", "-r", "--name-only", commit, "megatron/").split("\n") if f.endswith(".py")]
 flags = set()
-literal = re.compile(r"""['"](--[a-z0-9][a-z0-9-]*)['"]""")
+literal = re.compile(r"""['"](--[a-z0-9][a-z0-9_-]*)['"]""")
 field = re.compile(r"^    ([a-z_][a-z0-9_]*)\s*:\s*[A-Za-z\[]", re.M)
 for f in files:
     text = git("show", f"{commit}:{f}")

@@ -222,10 +222,11 @@ TEST_CASE("validate's GPU prediction of runtime: paraplan's own buffers, and no 
   Layout l = parse_layout("dp=8,tp=1,pp=1,zero=1,mbs=1");
   REQUIRE_FALSE(resolve_layout(s, &l).has_value());
   const std::int64_t MiB = 1 << 20;
-  // Megatron (PyTorch): context 512 + NCCL 294 + cuBLAS 33 MiB, the cuBLAS workspace inside the allocator.
+  // Megatron (PyTorch): context 512 + NCCL 294 + cuBLAS 33 MiB + Transformer Engine's own workspace
+  // 32 MiB + 1 KiB on sm90 (gemm.py:40-46), both workspaces inside the allocator.
   const MemoryBreakdown meg = stage_memory(s, l, 0);
-  CHECK(meg[Category::kRuntime] == (512 + 294 + 33) * MiB);
-  CHECK(meg.runtime_in_allocator == 33 * MiB);
+  CHECK(meg[Category::kRuntime] == (512 + 294 + 33 + 32) * MiB + 1024);
+  CHECK(meg.runtime_in_allocator == (33 + 32) * MiB + 1024);
   // paraplan's executor on a GPU: the same context, NCCL and cuBLAS workspace (its own cudaMalloc,
   // outside the pool) + its 16 MiB device scratch (validate/gpu/cuda_context.cpp:70-75).
   const MemoryBreakdown real = stage_memory(prediction_spec(s, false, false), l, 0);

@@ -115,7 +115,7 @@ const Profile& deepspeed_profile() {
           true, "transformers LlamaRMSNorm.forward: hidden_states.to(float32), pow/mean/rsqrt, weight * hidden_states.to(input_dtype) (tests/oracle measures it)"},
       LossVariant{true, true, false, 0,
                   "pytorch: F.cross_entropy(logits.float()): the upcast lives with log_softmax's output (tests/oracle measures it)",
-                  false, "the bf16 logits stay referenced by the caller through the loss"},
+                  false, "the bf16 logits stay referenced by the caller through the loss", 0, ""},
       false,
       "",
       0,

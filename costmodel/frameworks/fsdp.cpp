@@ -63,7 +63,7 @@ const Profile& fsdp_profile() {
              "deterministic_scatter_add), ops/scatter_add.py:36-42 (saves the index)"},
       LossVariant{true, true, false, 0,
                   TT "torchtitan/components/loss.py:57-58 (F.cross_entropy(pred.float())); pred held until the loss returns",
-                  false, "nothing is freed before the fp32 requests"},
+                  false, "nothing is freed before the fp32 requests", 0, ""},
       false,
       "",
       0,

@@ -30,7 +30,7 @@ void state(const Training& t, const Layout& l, StateBuffers* out) {
 }  // namespace
 
 const Profile& megatron_profile() {
-  static const Profile p = with_mtp(with_reduce_buckets(Profile{
+  static const Profile p = with_te_workspaces(with_mtp(with_reduce_buckets(Profile{
       Framework::kMegatron,
       "megatron",
       "Megatron-LM core with Transformer Engine (fused SwiGLU, TE LayerNorm+Linear, fp32 main_grad buffer)",
@@ -48,7 +48,17 @@ const Profile& megatron_profile() {
       LossVariant{true, true, true, 16,
                   MCORE "megatron/core/tensor_parallel/cross_entropy.py:25 (.float() copy), :42 (max subtracted in place), "
                         "fp32 logits_max, sum_exp_logits, predicted_logits and loss per token",
-                  false, "the bf16 logits stay referenced while the fp32 copy is made: nothing freed before it"},
+                  false, "the bf16 logits stay referenced while the fp32 copy is made: nothing freed before it",
+                  // --cross-entropy-loss-fusion: the eager path's in-place updates of the fp32
+                  // logits (-= max, exp_, div_, the gradient's mul_) run inside torch.compile'd
+                  // functions, whose results are fresh buffers: one more fp32 logit shard at the
+                  // peak. Measured: Megatron's CI gpt3_mcore_te_tp2_pp2_cross_entropy_loss_fusion
+                  // golden (H100) holds 0.46 GB over the unfused prediction, one fp32 shard
+                  // 0.41 GB (tests/test_measurements.cpp).
+                  1,
+                  MCORE "megatron/core/jit.py:21-25 (jit_fuser = torch.compile from torch 2.2), "
+                        "fusions/fused_cross_entropy.py:12-82 (calculate_logits_max, calculate_predicted_logits, "
+                        "calculate_cross_entropy_loss, calculate_gradients: jit_fuser'd)"},
       true,
       MCORE "megatron/core/utils.py:727-753 (GlobalMemoryBuffer), tensor_parallel/layers.py:623-629",
       2,
@@ -103,7 +113,11 @@ const Profile& megatron_profile() {
       MCORE "megatron/training/training.py:2179-2193 (resolve_ddp_bucket_size: max(40M, 1M x dp·cp) parameters per "
             "bucket; None, one bucket, without --overlap-grad-reduce)"),
       MCORE "megatron/core/transformer/multi_token_prediction.py (--mtp-num-layers; built only when given, "
-            "megatron/training/models/gpt.py:414)");
+            "megatron/training/models/gpt.py:414)"),
+      "NVIDIA/TransformerEngine@d0067d0d transformer_engine/pytorch/cpp_extensions/gemm.py:37 (_NUM_MAX_UB_STREAMS 3), "
+      ":40-46 (32 MiB + 1 KiB on sm90+, 4 MiB before), :49-67 (get_cublas_workspace, lru_cache: one for GEMMs, one per "
+      "compute stream for grouped GEMMs, 3 for userbuffers), :227, :415; common/util/multi_stream.cpp:52-54 (4 compute "
+      "streams)");
   return p;
 }
 

@@ -91,6 +91,10 @@ struct LossVariant {
   // L is freed before S, a larger request, is made: its block stays reserved.
   bool logits_block_stranded = false;
   Source stranded;
+  // With the framework's fused cross-entropy (Training::cross_entropy_fusion),
+  // fp32 copies of the logit shard live at the loss's peak beyond the above.
+  int fused_extra_fp32 = 0;
+  Source fused;
 };
 
 // Bytes per logit live at the loss's forward peak besides the saved softmax S,
@@ -261,6 +265,12 @@ struct Profile {
   // mean (the busiest expert's load when dropless), at any ep.
   bool moe_padded_to_capacity = false;
   Source moe_capacity = "";
+  // The framework's GEMMs run in Transformer Engine, which keeps its own
+  // cuBLAS workspaces (Cluster::te_cublas_workspace_mib each) inside the
+  // caching allocator: one for its GEMMs, one per compute stream (4) once a
+  // grouped GEMM runs (the experts'), three more for userbuffers
+  // (--tp-comm-overlap); where it says so.
+  Source te_workspaces = nullptr;
   // Where the framework trains a model's multi-token-prediction modules
   // (Training::mtp); nullptr: it has none to train.
   Source mtp = nullptr;
@@ -278,6 +288,12 @@ inline Profile with_post_step_param_gather(Profile p, Source src) {
 inline Profile with_reduce_buckets(Profile p, ReduceBuckets rule, Source src) {
   p.time.reduce_buckets = rule;
   p.time.reduce_bucket = src;
+  return p;
+}
+
+// A profile whose GEMMs run in Transformer Engine, as `src` says (Profile::te_workspaces).
+inline Profile with_te_workspaces(Profile p, Source src) {
+  p.te_workspaces = src;
   return p;
 }
 

@@ -76,6 +76,7 @@ void cluster_map(YAML::Emitter& e, const Cluster& c) {
   if (!c.fragmentation_modelled()) e << YAML::Key << "fragmentation" << YAML::Value << c.fragmentation;
   e << YAML::Key << "cuda_context_gib" << YAML::Value << c.cuda_context_gib;
   e << YAML::Key << "cublas_workspace_mib" << YAML::Value << c.cublas_workspace_mib;
+  e << YAML::Key << "te_cublas_workspace_mib" << YAML::Value << c.te_cublas_workspace_mib;
   e << YAML::Key << "nccl_comm_mib" << YAML::Value << c.nccl_comm_mib;
   e << YAML::Key << "gemm_efficiency" << YAML::Value << c.gemm_efficiency;
   if (c.gemm_k_overhead > 0) e << YAML::Key << "gemm_k_overhead" << YAML::Value << c.gemm_k_overhead;
