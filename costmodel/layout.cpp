@@ -120,6 +120,9 @@ void parse_layout_into(std::string_view text, Layout* out, LayoutFields* set) {
     } else if (key == "last_stage_layers") {
       out->last_stage_layers = parse_positive(key, val, 1, kMaxLayers);
       set->last_stage_layers = true;
+    } else if (key == "microbatch_group") {
+      out->microbatch_group = parse_positive(key, val, 1, 1 << 24);
+      set->microbatch_group = true;
     } else if (key == "balance") {
       if (val == "layers") out->balance = StageBalance::kLayers;
       else if (val == "cost") out->balance = StageBalance::kCost;
@@ -129,7 +132,8 @@ void parse_layout_into(std::string_view text, Layout* out, LayoutFields* set) {
       throw LayoutError(std::string(key),
                         "unknown layout field '" + std::string(key) +
                             "'; known: dp, tp, cp, pp, vpp, sp, zero, recompute, mbs, schedule, "
-                            "first_stage_layers, last_stage_layers, recompute_method, recompute_layers, balance");
+                            "first_stage_layers, last_stage_layers, recompute_method, recompute_layers, balance, "
+                            "microbatch_group");
     }
   }
   if (want_interleaved && out->vpp < 2)
@@ -158,6 +162,7 @@ std::string to_string(const Layout& l) {
   if (l.first_stage_layers > 0) s += ",first_stage_layers=" + std::to_string(l.first_stage_layers);
   if (l.last_stage_layers > 0) s += ",last_stage_layers=" + std::to_string(l.last_stage_layers);
   if (l.balance == StageBalance::kCost) s += ",balance=cost";
+  if (l.microbatch_group > 0) s += ",microbatch_group=" + std::to_string(l.microbatch_group);
   return s;
 }
 

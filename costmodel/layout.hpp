@@ -3,7 +3,8 @@
 // (with experts: dp=64,tp=1,ep=64,etp=1,pp=16,...)
 // followed, only when set, by first_stage_layers=N and last_stage_layers=N
 // (uneven pipeline stages, Megatron-LM --decoder-first/last-pipeline-num-layers)
-// and balance=cost (nanotron's compute-cost split of the pipeline).
+// and balance=cost (nanotron's compute-cost split of the pipeline), and
+// microbatch_group=N (Megatron-LM --microbatch-group-size-per-virtual-pipeline-stage).
 // Interleaving is 1F1B with vpp > 1 (as in Megatron-LM); `schedule=interleaved`
 // is accepted on input and printed as `1f1b` with its vpp.
 #pragma once
@@ -63,6 +64,13 @@ struct Layout {
   // Printed after tp/cp when the model has experts.
   int ep = 1;
   int etp = 0;
+  // The interleaved schedule's micro-batches run per model chunk in groups of
+  // this many (Megatron-LM --microbatch-group-size-per-virtual-pipeline-stage,
+  // in [pp, micro-batches], NVIDIA/Megatron-LM@d98e8a64 megatron/core/
+  // pipeline_parallel/schedules.py:1160-1179); 0 = pp, Megatron's default.
+  // Printed only when set.
+  int microbatch_group = 0;
+  int group() const { return microbatch_group > 0 ? microbatch_group : pp; }
 
   int gpus() const { return dp * tp * cp * pp; }
   // Ranks that share gradients and optimizer shards: dp x cp (Megatron's dp_cp group).
@@ -101,7 +109,7 @@ struct LayoutFields {
   bool dp = false, tp = false, cp = false, pp = false, vpp = false, sp = false, zero = false,
        recompute = false, mbs = false, schedule = false, first_stage_layers = false,
        last_stage_layers = false, recompute_method = false, recompute_layers = false, balance = false,
-       ep = false, etp = false;
+       ep = false, etp = false, microbatch_group = false;
 };
 
 // Parses the canonical form; unnamed fields keep the values already in *out.

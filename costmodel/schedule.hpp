@@ -20,18 +20,21 @@ inline int in_flight_chunks(const Layout& l, int num_microbatches, int stage) {
   const int p = l.pp, m = num_microbatches, v = l.vpp;
   if (l.schedule == Schedule::kGPipe) return m;
   if (v == 1) return std::min(p - stage, m);
-  return std::min(2 * (p - stage - 1) + (v - 1) * p + 1, m * v);
+  // Megatron's warmup: 2(p - rank - 1) + (v - 1) x the micro-batch group
+  // (pp unless --microbatch-group-size-per-virtual-pipeline-stage), then one
+  // more forward before the first backward (schedules.py:960-965).
+  return std::min(2 * (p - stage - 1) + (v - 1) * l.group() + 1, m * v);
 }
 
 // Of those, how many belong to model chunk c (0 <= c < v). Megatron runs
-// forwards in groups of p micro-batches per chunk: chunk (k / p) % v for the
-// k-th forward.
+// forwards in groups of g micro-batches per chunk (g = pp by default): chunk
+// (k / g) % v for the k-th forward (schedules.py:989-1015, get_schedule_table).
 inline int in_flight_of_chunk(const Layout& l, int num_microbatches, int stage, int chunk) {
   const int total = in_flight_chunks(l, num_microbatches, stage);
   if (l.vpp == 1 || l.schedule == Schedule::kGPipe) return total;
-  const int p = l.pp, round = p * l.vpp;
+  const int g = l.group(), round = g * l.vpp;
   const int full_rounds = total / round, rem = total % round;
-  return full_rounds * p + std::clamp(rem - chunk * p, 0, p);
+  return full_rounds * g + std::clamp(rem - chunk * g, 0, g);
 }
 
 // Pipeline bubble as a fraction of the step: (p-1)/(m+p-1) for 1F1B and GPipe,

@@ -31,6 +31,7 @@ const char* invalid_name(Invalid r) {
     case Invalid::kMoeSp: return "moe_tp_needs_sp";
     case Invalid::kMoeFramework: return "moe_not_in_framework";
     case Invalid::kMtpFramework: return "mtp_not_in_framework";
+    case Invalid::kMicrobatchGroup: return "microbatch_group";
     case Invalid::kCount: break;
   }
   return "?";
@@ -211,7 +212,14 @@ std::optional<Invalid> layout_invalid(const Spec& s, const Layout& l, bool check
   if (l.mbs < 1 || l.mbs > s.training.global_batch_size ||
       s.training.global_batch_size % (std::int64_t(l.dp) * l.mbs))
     return Invalid::kBatch;
-  if (l.interleaved() && num_microbatches(s, l) % l.pp) return Invalid::kInterleavedMicrobatches;
+  if (l.microbatch_group > 0 && !l.interleaved()) return Invalid::kMicrobatchGroup;
+  if (l.interleaved()) {
+    // Megatron-LM@d98e8a64 schedules.py:1160-1179: the group g (pp by default)
+    // lies in [pp, m], and the last group is whole or holds at least pp.
+    const int m = num_microbatches(s, l), g = l.group();
+    if (l.microbatch_group > 0 && (g < l.pp || g > m)) return Invalid::kMicrobatchGroup;
+    if (m < l.pp || (m % g > 0 && m % g < l.pp)) return Invalid::kInterleavedMicrobatches;
+  }
   if (l.partial_recompute_set() && l.recompute != Recompute::kFull) return Invalid::kRecomputeMethod;
   if (framework_unsupported(profile(s.training.framework), l)) return Invalid::kFramework;
   return std::nullopt;
@@ -319,6 +327,12 @@ std::optional<LayoutProblem> resolve_layout(const Spec& s, Layout* l, bool check
                            "global_batch_size " + to_string(t.global_batch_size) +
                                " is not divisible by dp*mbs = " + to_string(std::int64_t(l->dp) * l->mbs)};
     case Invalid::kInterleavedMicrobatches:
+      if (l->microbatch_group > 0)
+        return LayoutProblem{*r, "microbatch_group",
+                             "the interleaved schedule's last group of micro-batches (" +
+                                 to_string(num_microbatches(s, *l)) + " mod microbatch_group " +
+                                 to_string(l->microbatch_group) + ") must be whole or hold at least pp " +
+                                 to_string(l->pp) + " (Megatron-LM schedules.py:1170-1179)"};
       return LayoutProblem{*r, "vpp",
                            "the interleaved schedule needs the number of micro-batches (" +
                                to_string(num_microbatches(s, *l)) + ") divisible by pp " +
@@ -376,6 +390,13 @@ std::optional<LayoutProblem> resolve_layout(const Spec& s, Layout* l, bool check
       return LayoutProblem{*r, "framework",
                            std::string("framework ") + framework_name(t.framework) + ": " +
                                moe_unsupported(profile(t.framework), s.model, *l)};
+    case Invalid::kMicrobatchGroup:
+      return LayoutProblem{*r, "microbatch_group",
+                           l->interleaved()
+                               ? "microbatch_group " + to_string(l->microbatch_group) + " must lie in [pp " +
+                                     to_string(l->pp) + ", micro-batches " + to_string(num_microbatches(s, *l)) +
+                                     "] (Megatron-LM schedules.py:1160-1168)"
+                               : std::string("microbatch_group applies to the interleaved schedule (vpp > 1, schedule 1f1b)")};
     case Invalid::kMtpFramework:
       return LayoutProblem{*r, "framework",
                            std::string("framework ") + framework_name(t.framework) +

@@ -57,6 +57,7 @@ enum class Invalid {
   kMoeSp,           // a mixture of experts with tp > 1 and no sequence parallelism
   kMoeFramework,    // a mixture of experts under a framework (or layout) whose MoE is not modelled
   kMtpFramework,    // multi-token-prediction modules trained under a framework that has none
+  kMicrobatchGroup,  // microbatch_group without interleaving, or outside [pp, micro-batches]
   kCount
 };
 const char* invalid_name(Invalid r);

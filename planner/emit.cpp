@@ -76,6 +76,7 @@ std::string emit_unsupported(EmitTarget t, const Spec& s, const Layout& l) {
       if (l.uneven() && l.vpp > 1) return "uneven stages with vpp > 1: torchtitan's first/last_stage_less_layers count virtual stages";
       if (l.uneven() && l.pp < 3) return "uneven stages need pp >= 3 here (an inner stage sets the even size)";
       if (l.schedule == Schedule::kGPipe && l.vpp > 1) return "GPipe with vpp > 1 (LoopedBFS) is not modelled";
+      if (l.microbatch_group > 0) return "microbatch_group is Megatron-LM's; torchtitan's Interleaved1F1B groups by pp";
       if (l.recompute == Recompute::kFull && l.partial_recompute_set())
         return "torchtitan's full activation checkpointing covers every block; partial recompute is Megatron-LM's";
       return "";
@@ -104,6 +105,8 @@ Emitted emit_launch(EmitTarget t, const Spec& s, const Layout& l) {
     // --megatron-args reads back, planner/layout_source.cpp).
     std::string o = fmt::format("--tensor-model-parallel-size {} --pipeline-model-parallel-size {}", l.tp, l.pp);
     if (l.vpp > 1) o += fmt::format(" --num-virtual-stages-per-pipeline-rank {}", l.vpp);
+    if (l.microbatch_group > 0)
+      o += fmt::format(" --microbatch-group-size-per-virtual-pipeline-stage {}", l.microbatch_group);
     if (l.first_stage_layers) o += fmt::format(" --decoder-first-pipeline-num-layers {}", l.first_stage_layers);
     if (l.last_stage_layers) o += fmt::format(" --decoder-last-pipeline-num-layers {}", l.last_stage_layers);
     if (l.cp > 1) o += fmt::format(" --context-parallel-size {}", l.cp);

@@ -85,7 +85,7 @@ constexpr const char* kReadMegatronFlags[] = {
     "--activations-checkpoint-num-layers", "--bf16", "--fp16", "--grad-reduce-in-bf16", "--attention-backend",
     "--use-flash-attn", "--overlap-grad-reduce", "--overlap-param-gather", "--context-parallel-size", "--cp-comm-type",
     "--expert-model-parallel-size", "--expert-tensor-parallel-size", "--num-experts", "--moe-router-topk",
-    "--moe-ffn-hidden-size", "--mtp-num-layers", "--transformer-impl", "--moe-grouped-gemm", "--moe-expert-capacity-factor", "--moe-pad-expert-input-to-capacity", "--fp8-format", "--fp8-param-gather", "--fp8-recipe", "--fp8-amax-history-len", "--num-layers", "--hidden-size",
+    "--moe-ffn-hidden-size", "--mtp-num-layers", "--transformer-impl", "--moe-grouped-gemm", "--microbatch-group-size-per-virtual-pipeline-stage", "--moe-expert-capacity-factor", "--moe-pad-expert-input-to-capacity", "--fp8-format", "--fp8-param-gather", "--fp8-recipe", "--fp8-amax-history-len", "--num-layers", "--hidden-size",
     "--num-attention-heads", "--ffn-hidden-size", "--num-query-groups", "--swiglu",
     "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--add-qkv-bias", "--normalization",
     "--position-embedding-type", "--no-gradient-accumulation-fusion", "--cross-entropy-loss-fusion", "--tp-comm-overlap", "--use-megatron-fsdp",
@@ -329,6 +329,8 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
         fail(src, flag, "is " + v + " but the model's position_embedding is " + (rope ? "rope" : "learned"));
     }
     else if (flag == "--context-parallel-size") d.l.cp = capped_int(src, flag, val(), kMaxGpus), d.set.cp = true;
+    else if (flag == "--microbatch-group-size-per-virtual-pipeline-stage")
+      d.l.microbatch_group = capped_int(src, flag, val(), kMaxBatch), d.set.microbatch_group = true;
     else if (flag == "--cp-comm-type") {
       // Only the p2p ring (Megatron's default, arguments.py:3221) is modelled.
       if (val() != "p2p") fail(src, flag, "only p2p (ring attention, the default) is modelled, got '" + value + "'");
@@ -583,6 +585,8 @@ void merge(Draft* into, const Draft& from) {
   field(from.set.balance, &into->set.balance, [](const Layout& l) { return int(l.balance); }, "balance");
   field(from.set.ep, &into->set.ep, [](const Layout& l) { return l.ep; }, "ep");
   field(from.set.etp, &into->set.etp, [](const Layout& l) { return l.etp; }, "etp");
+  field(from.set.microbatch_group, &into->set.microbatch_group, [](const Layout& l) { return l.microbatch_group; },
+        "microbatch_group");
   if (from.set.dp) into->l.dp = from.l.dp;
   if (from.set.tp) into->l.tp = from.l.tp;
   if (from.set.cp) into->l.cp = from.l.cp;
@@ -600,6 +604,7 @@ void merge(Draft* into, const Draft& from) {
   if (from.set.balance) into->l.balance = from.l.balance;
   if (from.set.ep) into->l.ep = from.l.ep;
   if (from.set.etp) into->l.etp = from.l.etp;
+  if (from.set.microbatch_group) into->l.microbatch_group = from.l.microbatch_group;
   if (into->source.empty()) into->source = from.source;
 }
 

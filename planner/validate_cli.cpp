@@ -122,6 +122,10 @@ Resolved resolve(ValidateOptions& o) {
         throw SpecError("--layout", 0, r.layout.first_stage_layers > 0 ? "first_stage_layers" : "last_stage_layers",
                         fmt::format("the validator runs model chunks of at least one layer; virtual stage {} has none", vs));
   }
+  if (r.layout.microbatch_group > 0)
+    throw SpecError("--layout", 0, "microbatch_group",
+                    "the validator's interleaved schedule runs micro-batches in groups of pp; microbatch_group "
+                    "(Megatron's --microbatch-group-size-per-virtual-pipeline-stage) is predicted but not executed");
   if (r.layout.balance == StageBalance::kCost && r.layout.pp > 1)
     throw SpecError("--layout", 0, "balance",
                     "the validator splits layers evenly (or by first/last_stage_layers); nanotron's compute-cost split "

@@ -368,3 +368,46 @@ TEST_CASE("nanotron's compute-cost pipeline split (balance=cost), worked by hand
   REQUIRE(p);
   CHECK(p->field == "balance");
 }
+
+TEST_CASE("microbatch_group: printed only when set, read from Megatron, checked as Megatron checks it",
+          "[layout][schedule]") {
+  const Layout l = parse_layout("dp=2,pp=4,vpp=3,mbs=4,microbatch_group=5");
+  CHECK(l.microbatch_group == 5);
+  CHECK(to_string(l) == "dp=2,tp=1,pp=4,vpp=3,sp=0,zero=0,recompute=none,mbs=4,schedule=1f1b,microbatch_group=5");
+  CHECK(parse_layout(to_string(l)) == l);
+  CHECK(to_string(parse_layout("pp=4,vpp=3")).find("microbatch_group") == std::string::npos);
+  // 12 layers over pp 4 x vpp 3 on 8 GPUs, global batch 40 = dp 2 x mbs 4 x 5 micro-batches: not a
+  // multiple of pp, which Megatron allows with a group of 5 (schedules.py:1160-1179, Megatron-LM's own
+  // gpt3_mcore_te_tp1_pp4_vp1_tunable_overlap test).
+  Spec s = test::spec_for(test::gpt_style(12, 512, 8, 50304), 8, 1024, 40);
+  Layout a = parse_layout("pp=4,vpp=3,mbs=4");
+  auto p = resolve_layout(s, &a);
+  REQUIRE(p);
+  CHECK(p->field == "vpp");  // the default group, pp 4: 5 micro-batches do not divide
+  Layout b = parse_layout("pp=4,vpp=3,mbs=4,microbatch_group=5");
+  CHECK_FALSE(resolve_layout(s, &b));
+  Layout c = parse_layout("pp=4,vpp=3,mbs=4,microbatch_group=6");  // more than the 5 micro-batches
+  p = resolve_layout(s, &c);
+  REQUIRE(p);
+  CHECK(p->field == "microbatch_group");
+  CHECK(p->message.find("[pp 4, micro-batches 5]") != std::string::npos);
+  Layout d = parse_layout("pp=4,vpp=1,mbs=4,microbatch_group=4");  // no interleaving
+  p = resolve_layout(s, &d);
+  REQUIRE(p);
+  CHECK(p->field == "microbatch_group");
+  // 80 sequences: 10 micro-batches in groups of 6 leave a last group of 4 = pp (allowed); of 7, 3 < pp.
+  s.training.global_batch_size = 80;
+  Layout e = parse_layout("pp=4,vpp=3,mbs=4,microbatch_group=6");
+  CHECK_FALSE(resolve_layout(s, &e));
+  Layout f = parse_layout("pp=4,vpp=3,mbs=4,microbatch_group=7");
+  p = resolve_layout(s, &f);
+  REQUIRE(p);
+  CHECK(p->field == "microbatch_group");
+  // From Megatron arguments, as the layout string gives it.
+  Spec m = s;
+  m.training.global_batch_size = 40;
+  LayoutRequest req;
+  req.megatron_args = "--pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 1 --micro-batch-size 4 "
+                      "--microbatch-group-size-per-virtual-pipeline-stage 5";
+  CHECK(layout_from_sources(&m, "test", req) == parse_layout("dp=2,pp=4,vpp=3,mbs=4,microbatch_group=5"));
+}

@@ -56,3 +56,25 @@ TEST_CASE("bubble fractions (Narayanan et al. 2021)", "[schedule]") {
   const Layout b = pipe(8, 2, Schedule::k1F1B);
   CHECK(bubble_fraction_of_ideal(b, 16) == Approx(7.0 / 32));
 }
+
+TEST_CASE("interleaved 1F1B with Megatron's micro-batch groups (--microbatch-group-size-per-virtual-pipeline-stage)",
+          "[schedule]") {
+  // p = 4, v = 2, m = 12 in groups of g = 6: Megatron's schedule table runs micro-batches 0-5 on chunk 0,
+  // 0-5 on chunk 1, 6-11 on chunk 0, 6-11 on chunk 1 (schedules.py:989-1015); warm-up on rank r is
+  // 2(p - r - 1) + (v - 1)g forwards (:960-965), then one more before the first backward.
+  Layout l = pipe(4, 2, Schedule::k1F1B);
+  l.microbatch_group = 6;
+  CHECK(l.group() == 6);
+  // Rank 0: 2 x 3 + 6 + 1 = 13 forwards: micro-batches 0-5 of chunk 0, 0-5 of chunk 1, 6 of chunk 0.
+  CHECK(in_flight_chunks(l, 12, 0) == 13);
+  CHECK(in_flight_of_chunk(l, 12, 0, 0) == 7);
+  CHECK(in_flight_of_chunk(l, 12, 0, 1) == 6);
+  // The last rank: 0 + 6 + 1 = 7: all six of chunk 0's first group and one of chunk 1.
+  CHECK(in_flight_chunks(l, 12, 3) == 7);
+  CHECK(in_flight_of_chunk(l, 12, 3, 0) == 6);
+  CHECK(in_flight_of_chunk(l, 12, 3, 1) == 1);
+  // Unset, the group is pp: the counts of the test above.
+  l.microbatch_group = 0;
+  CHECK(l.group() == 4);
+  CHECK(in_flight_chunks(l, 8, 0) == 11);
+}

@@ -89,7 +89,7 @@ int cmp(const T& a, const T& b) {
 auto layout_key(const Layout& l) {
   return std::make_tuple(l.dp, l.tp, l.cp, l.pp, l.vpp, int(l.sp), l.zero, int(l.recompute), l.mbs,
                          int(l.schedule), l.first_stage_layers, l.last_stage_layers, int(l.recompute_method),
-                         l.recompute_layers);
+                         l.recompute_layers, l.microbatch_group);
 }
 
 // Splits the layout string into its "key=value" fields.
