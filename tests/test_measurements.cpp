@@ -383,6 +383,45 @@ TEST_CASE("Megatron-LM's functional tests on H100: the last rank's max_memory_al
   CHECK(med <= 0.03);
 }
 
+TEST_CASE("NeMo Megatron-Bridge's GPT-OSS-120B on 64 H100 (BF16): tokens/s of a measured MoE run", "[measurements][moe]") {
+  // NVIDIA-NeMo/Megatron-Bridge@067f987d docs/performance-summary.md and performance-summary-archive.md,
+  // "Model: GPT OSS 120B", DGX-H100 rows: 64 GPUs, BF16, GBS 1280, MBS 1, seq 4096, TP 1, PP 4, CP 1, EP 8:
+  // 5,993 (26.02), 5,984 (26.02.01), 5,810 (26.04), 5,824 (26.04.01) tokens/s/GPU. The recipe
+  // (src/megatron/bridge/perf_recipes/gpt_oss/h100/gpt_oss.py, gpt_oss_120b_pretrain_64gpu_h100_bf16_config):
+  // no SP, moe_router_force_load_balancing (so the busiest expert rank holds the mean: imbalance 1),
+  // selective recompute of layernorm and moe_act only (not expressible: recompute=none here; both are
+  // memory-bound re-runs), grouped GEMMs, fused cross-entropy, Megatron's default fp32 reduction.
+  Spec s;
+  s.model = load_model_file(test::repo("tests/data/measurements/gpt-oss-120b.yaml"));
+  REQUIRE(count_params(s.model).total == 116'829'154'368);
+  s.cluster = test::cluster("dgx-h100");
+  s.num_nodes = 8;
+  s.training.framework = Framework::kMegatron;
+  s.training.seq_length = 4096;
+  s.training.global_batch_size = 1280;
+  s.training.flash_attention = true;
+  s.training.moe_load_imbalance = 1.0;
+  s.training.moe_grouped_gemm = true;
+  s.training.cross_entropy_fusion = true;
+  s.training.grad_dtype = DType::kFp32;
+  Layout l = parse_layout("tp=1,pp=4,ep=8,etp=1,zero=1,recompute=none,mbs=1");
+  REQUIRE(!resolve_layout(s, &l));
+  REQUIRE(l.dp == 16);
+  CHECK(estimate_memory(s, l).fits);
+  const double predicted = estimate_time(s, l).tokens_per_s / l.gpus();
+  std::string line;
+  for (const double measured : {5993.0, 5984.0, 5810.0, 5824.0}) {
+    const double e = predicted / measured - 1;
+    line += fmt::format(" {:.0f} ({:+.1f}%)", measured, 100 * e);
+    // Where paraplan stands: the MoE step is priced about half again too fast on H100 (the
+    // dense rows of the same tables are within a few percent; the small-model and MoE layers'
+    // many small kernels are not priced). The issue's target is not met; the bounds catch a regression.
+    CHECK(e > 0.3);
+    CHECK(e < 0.7);
+  }
+  WARN("GPT-OSS-120B on 64 H100, BF16, TP1 PP4 EP8: predicted " << predicted << " tokens/s/GPU, published" << line);
+}
+
 // ---- Step time against real runs (issue 15) ----
 
 namespace {
