@@ -282,7 +282,7 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
                      "optimizer_state_bytes", "flash_attention", "grad_bucket_params",
                      "overlap_dp_comm", "overlap_param_gather", "framework", "fp8", "fp8_param_gather", "pipeline_scatter_gather",
                      "gradient_accumulation_fusion", "cross_entropy_fusion", "tp_comm_overlap", "grad_reduce_dtype", "moe_load_imbalance", "moe_capacity_factor",
-                     "moe_pad_to_capacity", "mtp", "moe_grouped_gemm"});
+                     "moe_pad_to_capacity", "mtp", "moe_grouped_gemm", "transformer_impl"});
   t->framework = Framework(r.opt_choice("framework", int(Framework::kMegatron),
                                         {"megatron", "deepspeed", "fsdp", "nanotron", "paraplan"}));
   t->seq_length_given = r.has("seq_length");
@@ -304,7 +304,10 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
   t->optimizer_state_bytes =
       r.opt_number("optimizer_state_bytes",
                    default_optimizer_state_bytes(t->optimizer, t->precision), 0, kMaxStateBytesPerParam, true);
-  t->flash_attention = r.opt_bool("flash_attention", true);
+  // Megatron --transformer-impl: local keeps Megatron-core's own modules, whose core attention is
+  // unfused (megatron/core/models/backends.py:129-131) unless flash_attention says otherwise.
+  t->transformer_engine = r.opt_choice("transformer_impl", 0, {"transformer_engine", "local"}) == 0;
+  t->flash_attention = r.opt_bool("flash_attention", t->transformer_engine);
   t->grad_bucket_params_given = r.has("grad_bucket_params");
   t->grad_bucket_params = r.opt_int("grad_bucket_params", t->grad_bucket_params, 1);
   t->overlap_dp_comm = r.opt_bool("overlap_dp_comm", true);

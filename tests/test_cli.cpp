@@ -336,6 +336,14 @@ TEST_CASE("layouts that cannot run: exit 2 naming the layout field and why", "[c
       {"unknown training.framework in the spec",
        edit(b, "spec.yaml", "  global_batch_size: 512", "  global_batch_size: 512\n  framework: megatronn"), kCheck, 2,
        {"@DIR@/spec.yaml:7: training.framework: ", "megatron | deepspeed | fsdp | nanotron | paraplan"}},
+      {"unknown training.transformer_impl in the spec",
+       edit(b, "spec.yaml", "  global_batch_size: 512", "  global_batch_size: 512\n  transformer_impl: te"), kCheck, 2,
+       {"@DIR@/spec.yaml:7: training.transformer_impl: ", "transformer_engine | local"}},
+      {"training.mtp on a model without multi-token-prediction modules",
+       edit(b, "spec.yaml", "  global_batch_size: 512", "  global_batch_size: 512\n  mtp: true"), kCheck, 2,
+       {"@DIR@/spec.yaml:7: training.mtp: ", "no multi-token-prediction modules (mtp_layers: 0)"}},
+      {"microbatch_group without interleaving", b, check_with({"--layout", "tp=2,pp=2,microbatch_group=2"}), 2,
+       {"@DIR@/spec.yaml: layout.microbatch_group: ", "interleaved schedule"}},
   });
 }
 
