@@ -85,7 +85,7 @@ constexpr const char* kReadMegatronFlags[] = {
     "--activations-checkpoint-num-layers", "--bf16", "--fp16", "--grad-reduce-in-bf16", "--attention-backend",
     "--use-flash-attn", "--overlap-grad-reduce", "--overlap-param-gather", "--context-parallel-size", "--cp-comm-type",
     "--expert-model-parallel-size", "--expert-tensor-parallel-size", "--num-experts", "--moe-router-topk",
-    "--moe-ffn-hidden-size", "--mtp-num-layers", "--transformer-impl", "--moe-grouped-gemm", "--microbatch-group-size-per-virtual-pipeline-stage", "--moe-expert-capacity-factor", "--moe-pad-expert-input-to-capacity", "--fp8-format", "--fp8-param-gather", "--fp8-recipe", "--fp8-amax-history-len", "--num-layers", "--hidden-size",
+    "--moe-ffn-hidden-size", "--mtp-num-layers", "--transformer-impl", "--moe-grouped-gemm", "--microbatch-group-size-per-virtual-pipeline-stage", "--moe-router-force-load-balancing", "--moe-expert-capacity-factor", "--moe-pad-expert-input-to-capacity", "--fp8-format", "--fp8-param-gather", "--fp8-recipe", "--fp8-amax-history-len", "--num-layers", "--hidden-size",
     "--num-attention-heads", "--ffn-hidden-size", "--num-query-groups", "--swiglu",
     "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--add-qkv-bias", "--normalization",
     "--position-embedding-type", "--no-gradient-accumulation-fusion", "--cross-entropy-loss-fusion", "--tp-comm-overlap", "--use-megatron-fsdp",
@@ -178,7 +178,7 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
     }
     if (!spec->model.is_moe() &&
         (flag == "--expert-tensor-parallel-size" || flag == "--moe-router-topk" || flag == "--moe-ffn-hidden-size" ||
-         flag == "--moe-grouped-gemm" ||
+         flag == "--moe-grouped-gemm" || flag == "--moe-router-force-load-balancing" ||
          flag == "--moe-expert-capacity-factor" || flag == "--moe-pad-expert-input-to-capacity")) {
       // Megatron reads these only for a mixture of experts (arguments.py:587-588, 1650-1652).
       if (ignored) ignored->push_back(flag + " (the model has no experts)");
@@ -354,6 +354,8 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
       spec->training.moe_capacity_factor = x > 0 ? x : 0;
     } else if (flag == "--moe-pad-expert-input-to-capacity") spec->training.moe_pad_to_capacity = true;
     else if (flag == "--moe-grouped-gemm") spec->training.moe_grouped_gemm = true;
+    // Random router logits for benchmarks (moe/router.py:861-863): every expert rank gets the mean share.
+    else if (flag == "--moe-router-force-load-balancing") spec->training.moe_load_imbalance = 1.0;
     // Every other Megatron flag does not change the memory layout: ignored.
   }
   if (local_impl && !attention_given) spec->training.flash_attention = false;

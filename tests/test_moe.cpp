@@ -15,6 +15,7 @@
 #include "costmodel/time.hpp"
 #include "costmodel/memory.hpp"
 #include "costmodel/spec.hpp"
+#include "planner/layout_source.hpp"
 #include "planner/spec_loader.hpp"
 #include "test_helpers.hpp"
 
@@ -761,4 +762,23 @@ TEST_CASE("Megatron arguments: --mtp-num-layers trains the model's MTP modules, 
   CHECK(bad.code == 2);
   CHECK(bad.err.find("--mtp-num-layers") != std::string::npos);
   CHECK(bad.err.find("mtp_layers is 1") != std::string::npos);
+}
+
+TEST_CASE("Megatron arguments: --moe-router-force-load-balancing sizes the busiest expert rank at the mean", "[moe][cli]") {
+  // Megatron-LM@d98e8a64 moe/router.py:861-863: random router logits (a benchmark setting, used by NeMo's
+  // GPT-OSS-120B H100 recipe): the expert GEMMs, all-to-alls and dispatched tokens at 1x the mean, not the
+  // default 1.25x. Mixtral-8x7B, ep 8 on 64 H100: the memory of the dispatched tokens and the step shrink.
+  Spec s = mixtral_on_64_h100(Framework::kMegatron);
+  LayoutRequest plain, forced;
+  const std::string base = "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 4 --expert-model-parallel-size 8 "
+                           "--use-distributed-optimizer --micro-batch-size 1 --num-experts 8 --moe-router-topk 2 --bf16";
+  plain.megatron_args = base;
+  forced.megatron_args = base + " --moe-router-force-load-balancing";
+  Spec a = s, b = s;
+  const Layout la = layout_from_sources(&a, "test", plain), lb = layout_from_sources(&b, "test", forced);
+  CHECK(la == lb);
+  CHECK(a.training.moe_load_imbalance == 1.25);
+  CHECK(b.training.moe_load_imbalance == 1.0);
+  CHECK(estimate_memory(b, lb).stages[0].total() < estimate_memory(a, la).stages[0].total());
+  CHECK(estimate_time(b, lb).step_s < estimate_time(a, la).step_s);
 }
