@@ -390,6 +390,9 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
             [&] { return fmt::format("{} in flight x 4 B x s {} x b {}", n0, a.s, a.b); });
   }
   const std::int64_t vocab = vocab_per_rank(m, l.tp);
+  const std::int64_t softmax = a.s * a.b * vocab * 4;  // fp32 softmax of the logit shard
+  // One [s, b, h] activation on a rank (its sequence shard with SP).
+  const std::int64_t X = a.s * a.b * m.hidden_size * a.act_bytes / (l.sp ? l.tp : 1);
   const int nl = in_flight_of_chunk(l, micro, stage, l.vpp - 1);
   if (holds_output) {
     const std::int64_t head = lm.head;
@@ -397,7 +400,6 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
             [&] { return fmt::format("{} in flight x {}", nl, human(head)); });
   }
   if (holds_loss) {
-    const std::int64_t softmax = a.s * a.b * vocab * 4;  // fp32 softmax of the logit shard
     out.add(Category::kActivations, "labels", nl * 4 * a.s * a.b,
             [&] { return fmt::format("{} in flight x 4 B x s {} x b {}", nl, a.s, a.b); });
     out.add(Category::kActivations, "cross-entropy fp32 softmax", nl * softmax, [&] {
@@ -414,20 +416,18 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
     // process_mtp_loss). Under full recompute the module is one checkpoint
     // (:1700-1712): its two inputs are kept, the layer re-run in the backward.
     const bool moe = m.is_moe_layer(m.num_layers - 1);
-    const std::int64_t x = std::int64_t(a.s) * a.b * m.hidden_size * a.act_bytes / (l.sp ? l.tp : 1);
-    const std::int64_t norms = 2 * x + 2 * 4 * std::int64_t(a.s) * a.b / (l.sp ? l.tp : 1);  // inputs + fp32 rstd
-    const std::int64_t layer = full ? 2 * x : (moe ? lm.moe_per_layer : per_layer) + norms + 2 * x;
+    const std::int64_t norms = 2 * X + 2 * 4 * std::int64_t(a.s) * a.b / (l.sp ? l.tp : 1);  // inputs + fp32 rstd
+    const std::int64_t layer = full ? 2 * X : (moe ? lm.moe_per_layer : per_layer) + norms + 2 * X;
     const std::int64_t mtp = std::int64_t(m.mtp_layers) * nl;
     out.add(Category::kActivations, "multi-token prediction: norms, eh_proj input, its layer", mtp * layer, [&] {
       return full ? fmt::format("{} modules x {} in flight x 2 checkpointed inputs x {} (full recompute)", m.mtp_layers,
-                                nl, human(x))
+                                nl, human(X))
                   : fmt::format("{} modules x {} in flight x ({} {} layer + enorm/hnorm inputs {} + [s, b, 2h] concat {})",
                                 m.mtp_layers, nl, human(moe ? lm.moe_per_layer : per_layer), moe ? "MoE" : "dense",
-                                human(norms), human(2 * x));
+                                human(norms), human(2 * X));
     }, "NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/multi_token_prediction.py:1331-1342, 1395-1445, 1700-1712; "
        "gpt_builders.py:80-84 (the decoder's last layer's spec)");
     if (!full) held_slack += mtp * (moe ? lm.moe_slack : slack);
-    const std::int64_t softmax = a.s * a.b * vocab * 4;
     out.add(Category::kActivations, "multi-token prediction: output layer input, labels, fp32 softmax",
             mtp * (lm.head + 4 * a.s * a.b + softmax), [&] {
               return fmt::format("{} modules x {} in flight x (final norm + output input {} + labels 4 B x s x b + "
@@ -451,17 +451,17 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
     // Block recompute: the layers kept whole run a plain backward.
     if (lm.transient_none.bytes > lt.bytes) lt = lm.transient_none;
   }
-  const std::int64_t X = a.s * a.b * m.hidden_size * a.act_bytes / (l.sp ? l.tp : 1);
   const std::int64_t H = a.s * a.b * m.hidden_size * a.act_bytes;
   TransientPeak peak = lt;
   const int per_logit = loss_transient_bytes_per_logit(prof.loss, a.act_bytes);
+  // The fused cross-entropy's extra fp32 logit shards (LossVariant::fused_extra_fp32).
+  const int fused_copies = t.cross_entropy_fusion ? prof.loss.fused_extra_fp32 : 0;
   if (holds_loss) {
     // At the loss's forward peak, besides the saved fp32 softmax: the logits
     // in the activation dtype if still referenced, any extra fp32 copies
     // (framework profile), and fp32 max | sum | target | loss per token.
-    const std::int64_t fused = t.cross_entropy_fusion ? std::int64_t(prof.loss.fused_extra_fp32) * 4 * a.s * a.b * vocab : 0;
-    const std::int64_t logits = loss_forward_peak_bytes(prof.loss, a.s * a.b, vocab, a.act_bytes) -
-                                4 * a.s * a.b * vocab + fused;  // softmax: activations
+    const std::int64_t logits = loss_forward_peak_bytes(prof.loss, a.s * a.b, vocab, a.act_bytes) - softmax +
+                                fused_copies * softmax;  // the saved softmax is an activation
     if (logits > peak.bytes) peak = {logits, "logits"};
   }
   // Then the output layer's input gradient H and the residual gradient X.
@@ -479,16 +479,14 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
     if (bwd > peak.bytes) peak = {bwd, "context-parallel ring: residual grad + K|V and dK|dV double buffers"};
   }
   out.add(Category::kTransient, "short-lived buffers (peak)", peak.bytes, [&] {
-    const bool fused = t.cross_entropy_fusion && prof.loss.fused_extra_fp32 > 0;
     if (std::string_view(peak.phase) == "logits")
       return fmt::format("logits {} B x s {} x b {} x vocab/tp {} + {} B x s x b (cross-entropy row statistics){}",
-                         per_logit + (fused ? 4 * prof.loss.fused_extra_fp32 : 0), a.s, a.b, vocab,
-                         prof.loss.row_bytes_per_token,
-                         fused ? fmt::format(" (with {} fp32 copy of the fused cross-entropy)", prof.loss.fused_extra_fp32)
-                               : std::string());
+                         per_logit + 4 * fused_copies, a.s, a.b, vocab, prof.loss.row_bytes_per_token,
+                         fused_copies > 0 ? fmt::format(" (with {} fp32 copy of the fused cross-entropy)", fused_copies)
+                                          : std::string());
     return fmt::format("{} ({})", peak.phase, human(peak.bytes));
   }, std::string_view(peak.phase) == "logits"
-         ? (t.cross_entropy_fusion && prof.loss.fused_extra_fp32 > 0 ? prof.loss.fused : prof.loss.source)
+         ? (fused_copies > 0 ? prof.loss.fused : prof.loss.source)
          : nullptr);
 
   // Communication buffers.

@@ -215,10 +215,11 @@ std::optional<Invalid> layout_invalid(const Spec& s, const Layout& l, bool check
   if (l.microbatch_group > 0 && !l.interleaved()) return Invalid::kMicrobatchGroup;
   if (l.interleaved()) {
     // Megatron-LM@d98e8a64 schedules.py:1160-1179: the group g (pp by default)
-    // lies in [pp, m], and the last group is whole or holds at least pp.
+    // lies in [pp, m], and the last group is whole or holds at least pp (with
+    // the default g = pp: m divisible by pp; m >= 1 after the batch check).
     const int m = num_microbatches(s, l), g = l.group();
     if (l.microbatch_group > 0 && (g < l.pp || g > m)) return Invalid::kMicrobatchGroup;
-    if (m < l.pp || (m % g > 0 && m % g < l.pp)) return Invalid::kInterleavedMicrobatches;
+    if (m % g > 0 && m % g < l.pp) return Invalid::kInterleavedMicrobatches;
   }
   if (l.partial_recompute_set() && l.recompute != Recompute::kFull) return Invalid::kRecomputeMethod;
   if (framework_unsupported(profile(s.training.framework), l)) return Invalid::kFramework;

@@ -833,6 +833,8 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
   const bool mtp = t.mtp && m.mtp_layers > 0 && stage == l.pp - 1;
   const bool mtp_moe = mtp && m.is_moe_layer(m.num_layers - 1);
   const double mtp_n = mtp ? double(m.mtp_layers) : 0.0;
+  // Forward runs of the MTP layer per micro-batch: 2 under full recompute (one checkpoint).
+  const double mtp_forwards = l.recompute == Recompute::kFull ? 2.0 : 1.0;
   if (mtp) {
     const LayerTime& lf = mtp_moe ? pl.moe_forward : pl.forward;
     const Gemm eh{"eh_proj", 1, tokens(t, l), double(m.hidden_size) / l.tp, 2.0 * m.hidden_size};
@@ -841,7 +843,7 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
                                                    gemm_time(gemm_weight_gradient(eh), c, eb);
     const double fo = output_head_forward_time(m, t, l, c), bo = output_head_backward_time(m, t, l, c);
     const double lo = loss_forward_time(m, t, l, c), lb = loss_backward_time(m, t, l, c);
-    const double re = l.recompute == Recompute::kFull ? lf.total : 0.0;
+    const double re = (mtp_forwards - 1) * lf.total;
     block("multi-token prediction", mtp_n * (ehf + lf.total + fo + lo),
           mtp_n * (ehb + layer_backward_time(lf, t.flash_attention) + re + bo + lb), [&] {
             return fmt::format("{:g} modules x (eh_proj {:.3f} ms x 3 + one {} layer {:.3f} ms forward{} + output layer "
@@ -868,7 +870,7 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
     // The MTP layer's collectives, eh_proj's output all-gather (gather_from_tensor_model_parallel_region,
     // multi_token_prediction.py:1352) and the output layer's and loss's again.
     const TpLayerComm& lt = mtp_moe ? pl.moe_tp : pl.tp;
-    r.tp_comm_s += mtp_n * (lt.forward_s + lt.backward_s + (l.recompute == Recompute::kFull ? lt.forward_s : 0.0) +
+    r.tp_comm_s += mtp_n * (mtp_forwards * lt.forward_s + lt.backward_s +
                             tp_embedding_output_comm_time(m, t, l, c, g.tp, true, true));
   }
   sink.add("TP collectives (exposed)", r.tp_comm_s, [&] {
@@ -880,9 +882,7 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
     // Every MoE layer's dispatch and combine, forward and backward, + the
     // forward's again for each recomputed one (and the MTP modules' MoE layers).
     r.ep_comm_s = moe_layers * (pl.ep_forward_s + pl.ep_backward_s) + recomputed * w * pl.ep_forward_s +
-                  (mtp_moe ? mtp_n * (pl.ep_forward_s + pl.ep_backward_s +
-                                      (l.recompute == Recompute::kFull ? pl.ep_forward_s : 0.0))
-                           : 0.0);
+                  (mtp_moe ? mtp_n * (mtp_forwards * pl.ep_forward_s + pl.ep_backward_s) : 0.0);
     sink.add("expert all-to-alls (exposed)", r.ep_comm_s, [&] {
       return fmt::format("{:g} MoE layers x (forward {:.3f} ms + backward {:.3f} ms): dispatch + combine of {:.4g} MB "
                          "per rank over ep {} ({} node{}), etp {}, {} at {:g}x the mean",
