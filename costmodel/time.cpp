@@ -377,6 +377,16 @@ double tp_collective_time(const Cluster& c, const Layout& l, const GroupPlacemen
 // moving tokens by all-to-all instead).
 constexpr int kNcclChannels = 16;
 
+// The slowdown of compute that runs beside an NCCL collective, per second of
+// the collective it hides: the collective's kernels hold one CTA per channel
+// on as many SMs (NVIDIA/nccl@5067397c src/enqueue.cc:1758, a kernel's grid is
+// nChannels blocks), which the compute kernels lose: channels / (SMs - channels).
+// The same for TP collectives beside their GEMMs and DP buckets beside the
+// backward (or ZeRO-3 gathers beside the layer before).
+double overlap_contention(const Cluster& c) {
+  return c.gpu.sm_count > kNcclChannels ? double(kNcclChannels) / (c.gpu.sm_count - kNcclChannels) : 0;
+}
+
 struct TpLayerComm {
   double forward_s = 0, backward_s = 0;
 };
@@ -391,7 +401,7 @@ TpLayerComm tp_layer_comm(const Model& m, const Training& t, const Layout& l, co
   // NCCL's NVLS default on sm90, NVIDIA/nccl@5067397c src/transport/nvls.cc:155,
   // a JUDGEMENT for other GPUs), slowing it by channels / (SMs - channels) for
   // the overlapped time.
-  const double contention = c.gpu.sm_count > kNcclChannels ? double(kNcclChannels) / (c.gpu.sm_count - kNcclChannels) : 0;
+  const double contention = overlap_contention(c);
   auto exposed = [contention](int n, double one, double beside) {
     const double g = beside / n;
     return n * (std::max(0.0, one - g) + contention * std::min(one, g));
@@ -533,10 +543,13 @@ double bucketed(double params, double n, Collective&& coll) {
 // order; the forward consumes gathered ones in order): one stream runs the
 // buckets in turn, each no earlier than its turn in the pass, so the last
 // bucket always waits for the pass's end, and a collective slower than the
-// pass also queues: exposed = max(total / n, total - window·(n-1)/n).
-double bucketed_exposed(double total, double n, double window) {
+// pass also queues: exposed = max(total / n, total - window·(n-1)/n). The
+// rest runs beside the pass, which it slows by `contention` per second
+// (overlap_contention: the SMs the collective's kernels hold).
+double bucketed_exposed(double total, double n, double window, double contention) {
   if (total <= 0) return 0;
-  return std::max(total / n, total - window * (n - 1) / n);
+  const double exposed = std::max(total / n, total - window * (n - 1) / n);
+  return exposed + contention * (total - exposed);
 }
 
 // Gradient reduction over dp: all-reduce (ZeRO-0) or reduce-scatter (ZeRO ≥ 1)
@@ -628,7 +641,9 @@ double dp_exposed_tail_time(const Spec& s, const Layout& l, const GroupPlacement
   // after the step (TimeVariant::param_gather_overlaps_forward).
   const bool gather_overlaps =
       profile(s.training.framework).time.param_gather_overlaps_forward && s.training.overlap_param_gather;
-  return bucketed_exposed(reduce, n, mb.backward_s) + (gather_overlaps ? bucketed_exposed(gather, param_gather_count(s, l, params), mb.forward_s) : gather);
+  const double k = overlap_contention(s.cluster);
+  return bucketed_exposed(reduce, n, mb.backward_s, k) +
+         (gather_overlaps ? bucketed_exposed(gather, param_gather_count(s, l, params), mb.forward_s, k) : gather);
 }
 
 // ZeRO-2/3 per micro-batch: its gradient reduce-scatter, overlapped with its
@@ -638,7 +653,8 @@ double dp_exposed_per_microbatch_time(const Spec& s, const Layout& l, const Grou
   if (!reduces_every_microbatch(l)) return mb.zero3_s;
   if (!s.training.overlap_dp_comm) return mb.zero3_s + dp_grad_reduce_time(s, l, g, params);
   const double hidden = std::max(0.0, mb.backward_s - (l.zero >= 3 ? dp_param_gather_time(s, l, g, params) : 0));
-  return mb.zero3_s + bucketed_exposed(dp_grad_reduce_time(s, l, g, params), bucket_count(s, l, params), hidden);
+  return mb.zero3_s + bucketed_exposed(dp_grad_reduce_time(s, l, g, params), bucket_count(s, l, params), hidden,
+                                       overlap_contention(s.cluster));
 }
 
 // ZeRO-3 per micro-batch: each layer's parameters are gathered before it runs,
@@ -646,15 +662,17 @@ double dp_exposed_per_microbatch_time(const Spec& s, const Layout& l, const Grou
 // this one computes (DeepSpeed's stage-3 prefetch, deepspeedai/DeepSpeed@edaa7221
 // deepspeed/runtime/zero/partitioned_param_coordinator.py:310, 452; FSDP's forward/backward
 // prefetch of one module): the first layer's gather waits in full, every later
-// one where it outlasts the layer before it. `layers` passes of forward_s /
-// layers (backward_s / layers) each.
+// one where it outlasts the layer before it, the hidden part slowing the layer
+// it runs beside (overlap_contention). `layers` passes of forward_s / layers
+// (backward_s / layers) each.
 double zero3_exposed_gather_time(const Spec& s, const Layout& l, const GroupPlacement& g,
                                  double params, double layers, double forward_s, double backward_s) {
   if (l.zero < 3) return 0;
   const double gather = dp_param_gather_time(s, l, g, params);
   if (!s.training.overlap_dp_comm) return 2 * gather;
-  const double n = std::max(1.0, layers), one = gather / n;
-  return 2 * one + (n - 1) * (std::max(0.0, one - forward_s / n) + std::max(0.0, one - backward_s / n));
+  const double n = std::max(1.0, layers), one = gather / n, k = overlap_contention(s.cluster);
+  const auto beside = [&](double pass) { return std::max(0.0, one - pass) + k * std::min(one, pass); };
+  return 2 * one + (n - 1) * (beside(forward_s / n) + beside(backward_s / n));
 }
 
 // One MoE layer's expert-parallel communication per micro-batch and direction
@@ -964,7 +982,9 @@ std::vector<TimeTerm> stage_dp_terms(const Spec& s, const Layout& l, int stage) 
   const double exposed = m * dp_exposed_per_microbatch_time(s, l, g.dp, params, mb) + dp_exposed_tail_time(s, l, g.dp, params, mb);
   out.push_back({"exposed of these",
                  s.training.overlap_dp_comm
-                     ? std::string("the buckets overlap the backward that readies them: max(R/n, R - B(n-1)/n)")
+                     ? fmt::format("the buckets overlap the backward that readies them: E = max(R/n, R - B(n-1)/n), "
+                                   "the rest slowing the backward beside it by {} NCCL channels' SMs: E + {:.3f} (R - E)",
+                                   kNcclChannels, overlap_contention(s.cluster))
                      : std::string("no overlap (overlap_dp_comm off): all of it"),
                  exposed, ""});
   return out;

@@ -914,6 +914,39 @@ TEST_CASE("The gradient reduction runs in each framework's own buckets (issue 15
   }
 }
 
+TEST_CASE("DP collectives hidden beside the backward slow it by the SMs their NCCL kernels hold (issue 15)", "[time][frameworks]") {
+  // nanotron, ZeRO-0, dp 8, one micro-batch: the step's DP communication is R
+  // = 515 bucket all-reduces (torch DDP's 25 MiB), readied one by one over the
+  // backward B. Exposed by the schedule: E = max(R/n, R - B(n-1)/n); the rest,
+  // R - E, runs beside the backward, whose kernels lose the 16 SMs of NCCL's 16
+  // channels (one block each, NVIDIA/nccl@5067397c src/enqueue.cc:1758) of the
+  // H100's 132: the backward grows by 16/116 of the hidden time.
+  Spec s = spec(1, 8);
+  s.training.framework = Framework::kNanotron;
+  s.cluster.gpu.sm_count = 132;  // H100 SXM5 (the shipped gpu file); the test cluster leaves it unset
+  const Layout l = resolved(s, "dp=8,tp=1,pp=1,zero=0,mbs=1");
+  const StepTime t = estimate_time(s, l);
+  REQUIRE(t.microbatches == 1);
+  const double R = t.dp_comm_total_s, n = 515, B = stage_microbatch_time(s, l, 0).backward_s;
+  const double E = std::max(R / n, R - B * (n - 1) / n);
+  REQUIRE(R - E > 0.5 * R);  // most of it hidden: the term matters here
+  CHECK(t.dp_comm_s == Approx(E + 16.0 / 116.0 * (R - E)).epsilon(1e-9));
+  // ZeRO-3 (torchtitan FSDP2): each block's gather beside the block before it, the first in full,
+  // forward and backward; one block's gather g = G/34 (34 fully_shard units), the pass per unit
+  // forward F/34, backward B/34; the reduce-scatters as above beside what the gathers leave of B.
+  s.training.framework = Framework::kFsdp;
+  const Layout z3 = resolved(s, "dp=8,tp=1,pp=1,zero=3,mbs=1");
+  const StageMicrobatch mb = stage_microbatch_time(s, z3, 0);
+  const GroupPlacement g = place_group(s.cluster, 8, 1);
+  const double params = 32.0 * 202'383'360 + 262'144'000 + 4096;
+  const double one = group_allgather_time(s.cluster, g, params / 34 * 2), k = 16.0 / 116.0;
+  const double layers = 32;  // the stage's transformer layers: the prefetch beside each
+  const double G = 34 * one;
+  const double o = G / layers;
+  auto beside = [&](double pass) { return std::max(0.0, o - pass) + k * std::min(o, pass); };
+  CHECK(mb.zero3_s == Approx(2 * o + (layers - 1) * (beside(mb.forward_s / layers) + beside(mb.backward_s / layers))).epsilon(1e-9));
+}
+
 TEST_CASE("FP8: Transformer Engine's casts around each linear, by hand (issue 15)", "[time][fp8]") {
   // Llama-2-7B on tp = 8 with SP, one sequence of 4096: m = 4096 tokens per GEMM.
   // Forward: the row-parallel linears cast their input row- and column-wise
