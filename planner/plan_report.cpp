@@ -112,7 +112,7 @@ std::string why_faster(const Candidate& a, const Candidate& b, const char* what)
   for (const Term& t : terms)
     if (t.b - t.a > best->b - best->a) best = &t;
   const double gain = b.time.step_s > 0 ? 100.0 * (b.time.step_s - a.time.step_s) / b.time.step_s : 0;
-  if (gain < 0.05) {
+  if (gain < 100 * kTieFraction) {
     // Within 0.05 % the two are a tie on time: say so, and what separates them.
     const std::string memory =
         a.peak_bytes < b.peak_bytes   ? fmt::format("needs less memory ({} vs {} GiB)", gib(a.peak_bytes), gib(b.peak_bytes))

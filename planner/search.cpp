@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <utility>
@@ -187,6 +188,7 @@ struct RankKey {
   std::int64_t peak_bytes;
   int index;
   bool fits, warned;
+  double band = 0;  // fitting, no warning: the 0.05 % band of the fastest such step it falls in
 };
 
 // Sorts the candidates by `less` (over RankKeys) through the packed keys,
@@ -195,9 +197,17 @@ struct RankKey {
 template <class Less>
 void sort_candidates(std::vector<Candidate>* c, Less less) {
   std::vector<RankKey> keys(c->size());
+  // Bands of kTieFraction of the fastest fitting step without a warning: whole
+  // bands keep the order a strict weak ordering (a tolerance compared pairwise
+  // would not be transitive).
+  double fastest = 0;
+  for (const Candidate& x : *c)
+    if (x.fits && !x.time.warnings && x.time.step_s > 0 && (fastest == 0 || x.time.step_s < fastest)) fastest = x.time.step_s;
   for (size_t i = 0; i < c->size(); ++i) {
     const Candidate& x = (*c)[i];
-    keys[i] = {x.time.step_s, x.peak_bytes, int(i), x.fits, x.time.warnings != 0};
+    const bool warned = x.time.warnings != 0;
+    keys[i] = {x.time.step_s, x.peak_bytes, int(i), x.fits, warned,
+               x.fits && !warned && fastest > 0 ? std::floor((x.time.step_s / fastest - 1) / kTieFraction) : 0};
   }
   std::sort(keys.begin(), keys.end(), less);
   std::vector<Candidate> sorted;
@@ -207,6 +217,20 @@ void sort_candidates(std::vector<Candidate>* c, Less less) {
 }
 
 }  // namespace
+
+void rank_candidates(std::vector<Candidate>* c) {
+  sort_candidates(c, [](const RankKey& a, const RankKey& b) {
+    if (a.fits != b.fits) return a.fits;
+    // A layout the time model cannot vouch for (StepTime::warnings) ranks
+    // after every one it can: the recommendation has no warning when one fits.
+    if (a.warned != b.warned) return !a.warned;
+    // Fitting without a warning: a tie on time (one band) goes to less memory.
+    if (a.fits && !a.warned && a.band != b.band) return a.band < b.band;
+    if (a.fits && !a.warned && a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
+    if (a.step_s != b.step_s) return a.step_s < b.step_s;
+    return a.peak_bytes < b.peak_bytes;
+  });
+}
 
 std::vector<int> pareto_front(const std::vector<Candidate>& c) {
   std::vector<int> idx;
@@ -316,14 +340,7 @@ Plan make_plan(const Spec& s) {
     plan.search_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return plan;
   }
-  sort_candidates(&plan.candidates, [](const RankKey& a, const RankKey& b) {
-    if (a.fits != b.fits) return a.fits;
-    // A layout the time model cannot vouch for (StepTime::warnings) ranks
-    // after every one it can: the recommendation has no warning when one fits.
-    if (a.warned != b.warned) return !a.warned;
-    if (a.step_s != b.step_s) return a.step_s < b.step_s;
-    return a.peak_bytes < b.peak_bytes;
-  });
+  rank_candidates(&plan.candidates);
   plan.pareto = pareto_front(plan.candidates);
   plan.search_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -27,7 +27,7 @@ inline constexpr int kRejectOom = int(Invalid::kCount);
 const char* reject_name(int reason);
 
 struct Plan {
-  std::vector<Candidate> candidates;  // every valid layout: fitting ones first, by step time
+  std::vector<Candidate> candidates;  // every valid layout: fitting ones first, by step time (ties by memory)
   std::int64_t evaluated = 0;         // valid layouts whose memory and time were estimated
   std::int64_t feasible = 0;          // of those, how many fit
   std::array<std::int64_t, kNumRejectReasons> rejected{};
@@ -39,6 +39,16 @@ struct Plan {
   std::int64_t invalid() const;
   std::int64_t enumerated() const { return evaluated + invalid(); }
 };
+
+// Step times closer than this fraction of the faster one are a tie: the time
+// model's own resolution is far coarser (docs/verification.md).
+inline constexpr double kTieFraction = 0.0005;
+// make_plan's order: fitting layouts first, those without a time warning
+// before those with one, each group by step time; among the fitting ones
+// without a warning, bands of kTieFraction of the fastest step (band 0: a tie
+// with it) rank by peak memory, the least first, so of layouts predicted
+// equally fast plan recommends the one with the most headroom.
+void rank_candidates(std::vector<Candidate>* candidates);
 
 // When no layout fits: the smallest GPU count (whole nodes, or part of one
 // node) at which one does, the spec otherwise unchanged; 0 if none up to

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <atomic>
 #include <cstdint>
@@ -246,14 +247,28 @@ TEST_CASE("make_plan ranks valid candidates and computes the Pareto front", "[se
     CHECK(x.time.step_s > 0);
   }
   // Fitting candidates first; among them those without a time warning first;
-  // in order of step time within each group.
+  // in order of step time within each group, except that the fitting ones
+  // without a warning go in bands of 0.05 % of the fastest step (a tie on
+  // time), the least memory first within a band.
+  double fastest_unwarned = c[0].time.step_s;
+  for (const Candidate& x : c)
+    if (x.fits && !x.time.warnings) fastest_unwarned = std::min(fastest_unwarned, x.time.step_s);
+  auto band = [&](const Candidate& x) { return std::floor((x.time.step_s / fastest_unwarned - 1) / 0.0005); };
+  int reordered = 0;
   for (std::size_t i = 1; i < c.size(); ++i) {
     INFO(i << ": " << to_string(c[i].layout));
     CHECK((c[i - 1].fits || !c[i].fits));
     const bool same_group = c[i - 1].fits == c[i].fits && (c[i - 1].time.warnings != 0) == (c[i].time.warnings != 0);
     if (c[i - 1].fits && c[i].fits) CHECK((c[i - 1].time.warnings == 0 || c[i].time.warnings != 0));
-    if (same_group && c[i].fits) CHECK(c[i - 1].time.step_s <= c[i].time.step_s);
+    if (same_group && c[i].fits && c[i].time.warnings == 0) {
+      CHECK(band(c[i - 1]) <= band(c[i]));
+      if (band(c[i - 1]) == band(c[i])) CHECK(c[i - 1].peak_bytes <= c[i].peak_bytes);
+      reordered += c[i - 1].time.step_s > c[i].time.step_s;
+    } else if (same_group && c[i].fits) {
+      CHECK(c[i - 1].time.step_s <= c[i].time.step_s);
+    }
   }
+  CHECK(reordered > 0);  // this plan has ties that memory decides
   // No layout is listed twice.
   std::vector<std::string> names;
   for (const Candidate& x : c) names.push_back(to_string(x.layout));
@@ -296,6 +311,28 @@ TEST_CASE("make_plan ranks valid candidates and computes the Pareto front", "[se
   for (const Candidate& x : c)
     if (x.fits) fastest = std::min(fastest, x.time.step_s);
   CHECK(c[front.back()].time.step_s == fastest);
+}
+
+TEST_CASE("Layouts within 0.05 % of each other's step time rank by memory, the least first", "[search]") {
+  // Hand-made candidates, fitting and without a warning unless said: steps
+  // 10.000, 10.003 and 10.004 s are within 0.05 % of the fastest (band 0),
+  // 10.008 s is in band 1 (0.08 %), 10.02 s in band 4; a warned 9 s one and
+  // one that does not fit rank as before, by step time after them.
+  auto cand = [](double step, std::int64_t peak, bool fits = true, bool warned = false) {
+    Candidate c;
+    c.time.step_s = step;
+    c.peak_bytes = peak;
+    c.fits = fits;
+    c.time.warnings = warned ? StepTime::kWarnMfuAboveBest : 0;
+    return c;
+  };
+  std::vector<Candidate> c = {cand(8.0, 1, false), cand(10.020, 10), cand(9.0, 5, true, true), cand(10.008, 20),
+                              cand(10.004, 60), cand(10.000, 70), cand(10.003, 50), cand(9.5, 3, true, true)};
+  rank_candidates(&c);
+  std::vector<std::int64_t> peaks;
+  for (const Candidate& x : c) peaks.push_back(x.peak_bytes);
+  // Warned ones after, by step time (9.0 before 9.5 s); the one that does not fit last.
+  CHECK(peaks == std::vector<std::int64_t>{50, 60, 70, 20, 10, 5, 3, 1});
 }
 
 TEST_CASE("plan recommends a layout the time model can vouch for when one fits (issue 15)", "[search]") {
