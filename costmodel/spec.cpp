@@ -102,12 +102,36 @@ bool stage_split(int L, const Layout& l, StageSplit* out) {
   out->first = l.first_stage_layers > 0 ? l.first_stage_layers : middle;
   out->last = l.last_stage_layers > 0 ? l.last_stage_layers : middle;
   out->middle = l.pp > 2 ? middle : out->first;
-  // Each model chunk of a middle rank holds layers / vpp
-  // (transformer_block.py:176-180); the first and last ranks may have one
-  // short chunk (see chunk_layers), of at least 0 layers.
+  // Even: every rank's layers split into vpp equal chunks (transformer_block.py:176-180).
+  if (!l.uneven()) return middle % l.vpp == 0;
+  return uneven_form(L, l) != UnevenForm::kNone;
+}
+
+UnevenForm uneven_form(int L, const Layout& l) {
+  if (!l.uneven()) return UnevenForm::kEven;
+  if (l.pp < 2) return UnevenForm::kNone;
+  std::int64_t left = L, stages = l.pp;
+  if (l.first_stage_layers > 0) left -= l.first_stage_layers, --stages;
+  if (l.last_stage_layers > 0) left -= l.last_stage_layers, --stages;
+  if (stages > 0 ? (left < stages || left % stages) : left != 0) return UnevenForm::kNone;
+  const std::int64_t middle = stages > 0 ? left / stages : 0;
+  const std::int64_t first = l.first_stage_layers > 0 ? l.first_stage_layers : middle,
+                     last = l.last_stage_layers > 0 ? l.last_stage_layers : middle;
+  // NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/transformer_config.py:
+  // --decoder-first/last-pipeline-num-layers need each of the first, last and
+  // middle ranks' layers divisible by vpp (:2294-2368); otherwise only
+  // --account-for-embedding/loss-in-pipeline-split give a rank one layer
+  // fewer than the others, (L + 1 or 2) / pp each divisible by vpp (:2370-2410),
+  // its short chunk the first (last) (transformer_block.py:186-200). The two
+  // ways do not combine (:2230-2238).
   const int v = l.vpp;
-  auto short_ok = [v](int n) { return n % v == 0 || n - (v - 1) * ((n + v - 1) / v) >= 0; };
-  return (l.pp <= 2 || out->middle % v == 0) && short_ok(out->first) && short_ok(out->last);
+  if (first % v == 0 && last % v == 0 && (l.pp <= 2 || middle % v == 0)) return UnevenForm::kDecoderLayers;
+  // Every rank builds `per` counted layers, the one holding the embedding (the loss) one real layer fewer.
+  const std::int64_t per = stages > 0 ? middle : std::max(first, last) + 1;
+  if (per % v) return UnevenForm::kNone;
+  if (l.first_stage_layers > 0 && first != per - 1) return UnevenForm::kNone;
+  if (l.last_stage_layers > 0 && last != per - 1) return UnevenForm::kNone;
+  return UnevenForm::kAccountFor;
 }
 
 namespace {
@@ -251,7 +275,9 @@ LayoutProblem uneven_problem(const Model& m, const Layout& l) {
             rest + " layers, not a positive multiple of the " + to_string(stages) + " other pipeline stages"};
   return {Invalid::kLayersPp, "vpp",
           "each pipeline stage's layers must be divisible by vpp " + to_string(l.vpp) + " (" + rest + " over " +
-              to_string(stages) + " other stages)"};
+              to_string(stages) + " other stages), or the first and last stages one layer short of the others' " +
+              "multiple of vpp, as Megatron-LM's --account-for-embedding/loss-in-pipeline-split builds them " +
+              "(transformer_config.py:2294-2410)"};
 }
 
 }  // namespace

@@ -92,9 +92,16 @@ struct StageSplit {
   int most() const { return first > middle ? (first > last ? first : last) : (middle > last ? middle : last); }
 };
 // False when the layers cannot be split so (a remainder, a stage left with no
-// layers, a middle rank's layers not divisible by vpp, or a short chunk that
-// would need fewer than 0 layers).
+// layers, a rank's layers not divisible by vpp other than as uneven_form's
+// kAccountFor allows).
 bool stage_split(int num_layers, const Layout& l, StageSplit* out);
+
+// How Megatron-LM expresses a layout's first/last stage layer counts:
+// --decoder-first/last-pipeline-num-layers (every rank's layers divisible by
+// vpp), or with vpp > 1 and a rank one layer short, only
+// --account-for-embedding/loss-in-pipeline-split; kNone when neither can.
+enum class UnevenForm { kEven, kDecoderLayers, kAccountFor, kNone };
+UnevenForm uneven_form(int num_layers, const Layout& l);
 
 // nanotron's pipeline split (balance=cost; huggingface/nanotron@67c5ebb6
 // src/nanotron/models/base.py:214-240): the blocks in order (embedding,

@@ -64,6 +64,39 @@ TEST_CASE("emit megatron: the flags read back through --megatron-args to the sam
   CHECK(z3.err.find("dp = GPUs / (tp x pp x cp) = 8") != std::string::npos);
 }
 
+TEST_CASE("emit megatron: a rank one layer short under interleaving is Megatron's account-for flags (issue 14)",
+          "[emit][cli][uneven]") {
+  // Llama-3.1-405B's 126 layers on 16 stages with 8 interleaved chunks: 7 + 14 x 8 + 7. Megatron-LM@d98e8a64
+  // refuses --decoder-first-pipeline-num-layers 7 with 8 chunks (7 % 8, transformer_config.py:2306-2316); it
+  // builds that split only as (126 + 2) / 16 = 8 counted layers a rank, the embedding and the loss one each
+  // (--account-for-embedding/loss-in-pipeline-split, :2370-2410).
+  TempDir dir;
+  const std::string k405 = "@SRC@/configs/examples/llama3.1-405b-h100.yaml";
+  const std::string layout = "dp=64,tp=8,cp=2,pp=16,vpp=8,sp=1,zero=1,recompute=selective,mbs=1,first_stage_layers=7,last_stage_layers=7";
+  const Result e = run_paraplan({"explain", k405, "--layout", layout, "--emit", "megatron"}, dir.path());
+  INFO(e.err);
+  REQUIRE(e.code == 0);
+  CHECK(e.out.find("--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split") != std::string::npos);
+  CHECK(e.out.find("--decoder-first-pipeline-num-layers") == std::string::npos);
+  const std::string flags = e.out.substr(0, e.out.size() - 1);
+  CHECK(checked_layout(run_paraplan({"check", k405, "--megatron-args", flags, "--format", "json"}, dir.path())) ==
+        "dp=64,tp=8,cp=2,pp=16,vpp=8,sp=1,zero=1,recompute=selective,mbs=1,schedule=1f1b,first_stage_layers=7,"
+        "last_stage_layers=7");
+  // Divisible by the chunks: the decoder flags, as before.
+  const Result d = run_paraplan(
+      {"explain", k405, "--layout", "tp=8,pp=16,vpp=2,sp=1,zero=1,mbs=1,first_stage_layers=6,last_stage_layers=8", "--emit",
+       "megatron"},
+      dir.path());
+  CHECK(d.out.find("--decoder-first-pipeline-num-layers 6 --decoder-last-pipeline-num-layers 8") != std::string::npos);
+  // Neither: 6 and 8 layers in 8 chunks (6 is not one short of 8): refused, as Megatron refuses it.
+  const Result bad = run_paraplan(
+      {"explain", k405, "--layout", "tp=8,pp=16,vpp=8,sp=1,zero=1,mbs=1,first_stage_layers=6,last_stage_layers=8"},
+      dir.path());
+  CHECK(bad.code == 2);
+  CHECK(bad.err.find("vpp") != std::string::npos);
+  CHECK(bad.err.find("account-for-embedding") != std::string::npos);
+}
+
 TEST_CASE("emit deepspeed: the JSON reads back through --deepspeed-config to the same layout", "[emit][cli]") {
   TempDir dir;
   Result e = run_paraplan({"explain", k7b, "--layout", "dp=8,zero=3,recompute=full,mbs=2", "--emit", "deepspeed"}, dir.path());
