@@ -83,12 +83,30 @@ bool CostSplit::valid() const {
   return loss_stage == pp - 1;
 }
 
-bool stage_split(int L, const Layout& l, StageSplit* out) {
-  if (l.pp < 1 || l.vpp < 1) return false;
-  if (l.pp == 1) {
-    *out = {L, L, L};
-    return !l.uneven() && L % l.vpp == 0;
-  }
+namespace {
+// How Megatron-LM builds uneven first/last stages of `first`, `middle` and
+// `last` layers (`inner` ranks of `middle`), as uneven_form says.
+UnevenForm form_of(const Layout& l, std::int64_t first, std::int64_t middle, std::int64_t last, std::int64_t inner) {
+  // NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/transformer_config.py:
+  // --decoder-first/last-pipeline-num-layers need each of the first, last and
+  // middle ranks' layers divisible by vpp (:2294-2368); otherwise only
+  // --account-for-embedding/loss-in-pipeline-split give a rank one layer
+  // fewer than the others, (L + 1 or 2) / pp each divisible by vpp (:2370-2410),
+  // its short chunk the first (last) (transformer_block.py:186-200). The two
+  // ways do not combine (:2230-2238).
+  const int v = l.vpp;
+  if (first % v == 0 && last % v == 0 && (l.pp <= 2 || middle % v == 0)) return UnevenForm::kDecoderLayers;
+  // Every rank builds `per` counted layers, the one holding the embedding (the loss) one real layer fewer.
+  const std::int64_t per = inner > 0 ? middle : std::max(first, last) + 1;
+  if (per % v) return UnevenForm::kNone;
+  if (l.first_stage_layers > 0 && first != per - 1) return UnevenForm::kNone;
+  if (l.last_stage_layers > 0 && last != per - 1) return UnevenForm::kNone;
+  return UnevenForm::kAccountFor;
+}
+
+// The first, middle and last ranks' layers (pp >= 2), and how many ranks
+// hold `middle` layers (the ranks without a set count); false when they do not split.
+bool split_counts(int L, const Layout& l, StageSplit* out, std::int64_t* inner, std::int64_t* mid) {
   std::int64_t left = L, stages = l.pp;
   if (l.first_stage_layers > 0) left -= l.first_stage_layers, --stages;
   if (l.last_stage_layers > 0) left -= l.last_stage_layers, --stages;
@@ -102,36 +120,32 @@ bool stage_split(int L, const Layout& l, StageSplit* out) {
   out->first = l.first_stage_layers > 0 ? l.first_stage_layers : middle;
   out->last = l.last_stage_layers > 0 ? l.last_stage_layers : middle;
   out->middle = l.pp > 2 ? middle : out->first;
+  *inner = stages;
+  *mid = middle;
+  return true;
+}
+}  // namespace
+
+bool stage_split(int L, const Layout& l, StageSplit* out) {
+  if (l.pp < 1 || l.vpp < 1) return false;
+  if (l.pp == 1) {
+    *out = {L, L, L};
+    return !l.uneven() && L % l.vpp == 0;
+  }
+  std::int64_t inner = 0, mid = 0;
+  if (!split_counts(L, l, out, &inner, &mid)) return false;
   // Even: every rank's layers split into vpp equal chunks (transformer_block.py:176-180).
-  if (!l.uneven()) return middle % l.vpp == 0;
-  return uneven_form(L, l) != UnevenForm::kNone;
+  if (!l.uneven()) return mid % l.vpp == 0;
+  return form_of(l, out->first, mid, out->last, inner) != UnevenForm::kNone;
 }
 
 UnevenForm uneven_form(int L, const Layout& l) {
   if (!l.uneven()) return UnevenForm::kEven;
-  if (l.pp < 2) return UnevenForm::kNone;
-  std::int64_t left = L, stages = l.pp;
-  if (l.first_stage_layers > 0) left -= l.first_stage_layers, --stages;
-  if (l.last_stage_layers > 0) left -= l.last_stage_layers, --stages;
-  if (stages > 0 ? (left < stages || left % stages) : left != 0) return UnevenForm::kNone;
-  const std::int64_t middle = stages > 0 ? left / stages : 0;
-  const std::int64_t first = l.first_stage_layers > 0 ? l.first_stage_layers : middle,
-                     last = l.last_stage_layers > 0 ? l.last_stage_layers : middle;
-  // NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/transformer_config.py:
-  // --decoder-first/last-pipeline-num-layers need each of the first, last and
-  // middle ranks' layers divisible by vpp (:2294-2368); otherwise only
-  // --account-for-embedding/loss-in-pipeline-split give a rank one layer
-  // fewer than the others, (L + 1 or 2) / pp each divisible by vpp (:2370-2410),
-  // its short chunk the first (last) (transformer_block.py:186-200). The two
-  // ways do not combine (:2230-2238).
-  const int v = l.vpp;
-  if (first % v == 0 && last % v == 0 && (l.pp <= 2 || middle % v == 0)) return UnevenForm::kDecoderLayers;
-  // Every rank builds `per` counted layers, the one holding the embedding (the loss) one real layer fewer.
-  const std::int64_t per = stages > 0 ? middle : std::max(first, last) + 1;
-  if (per % v) return UnevenForm::kNone;
-  if (l.first_stage_layers > 0 && first != per - 1) return UnevenForm::kNone;
-  if (l.last_stage_layers > 0 && last != per - 1) return UnevenForm::kNone;
-  return UnevenForm::kAccountFor;
+  if (l.pp < 2 || l.vpp < 1) return UnevenForm::kNone;
+  StageSplit sp;
+  std::int64_t inner = 0, mid = 0;
+  if (!split_counts(L, l, &sp, &inner, &mid)) return UnevenForm::kNone;
+  return form_of(l, sp.first, mid, sp.last, inner);
 }
 
 namespace {
