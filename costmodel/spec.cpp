@@ -96,11 +96,13 @@ UnevenForm form_of(const Layout& l, std::int64_t first, std::int64_t middle, std
   // ways do not combine (:2230-2238).
   const int v = l.vpp;
   if (first % v == 0 && last % v == 0 && (l.pp <= 2 || middle % v == 0)) return UnevenForm::kDecoderLayers;
-  // Every rank builds `per` counted layers, the one holding the embedding (the loss) one real layer fewer.
-  const std::int64_t per = inner > 0 ? middle : std::max(first, last) + 1;
+  // Every rank builds `per` counted layers, the one holding the embedding (the
+  // loss) one real layer fewer when it is counted; without inner ranks, per is
+  // the longer end, or one more than both when they are equal.
+  const std::int64_t per = inner > 0 ? middle : first == last ? first + 1 : std::max(first, last);
   if (per % v) return UnevenForm::kNone;
-  if (l.first_stage_layers > 0 && first != per - 1) return UnevenForm::kNone;
-  if (l.last_stage_layers > 0 && last != per - 1) return UnevenForm::kNone;
+  const auto ok = [per](int set, std::int64_t n) { return set == 0 || n == per || n == per - 1; };
+  if (!ok(l.first_stage_layers, first) || !ok(l.last_stage_layers, last)) return UnevenForm::kNone;
   return UnevenForm::kAccountFor;
 }
 

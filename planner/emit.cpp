@@ -107,11 +107,12 @@ Emitted emit_launch(EmitTarget t, const Spec& s, const Layout& l) {
     if (l.vpp > 1) o += fmt::format(" --num-virtual-stages-per-pipeline-rank {}", l.vpp);
     if (l.microbatch_group > 0)
       o += fmt::format(" --microbatch-group-size-per-virtual-pipeline-stage {}", l.microbatch_group);
-    if (uneven_form(s.model.num_layers, l) == UnevenForm::kAccountFor) {
+    StageSplit split;
+    if (uneven_form(s.model.num_layers, l) == UnevenForm::kAccountFor && stage_split(s.model.num_layers, l, &split)) {
       // A rank one layer short of the others with interleaving: only this way
-      // (transformer_config.py:2370-2410; uneven_form).
-      if (l.first_stage_layers) o += " --account-for-embedding-in-pipeline-split";
-      if (l.last_stage_layers) o += " --account-for-loss-in-pipeline-split";
+      // (transformer_config.py:2370-2410; uneven_form), for the short end(s).
+      if (split.first < split.most()) o += " --account-for-embedding-in-pipeline-split";
+      if (split.last < split.most()) o += " --account-for-loss-in-pipeline-split";
     } else {
       if (l.first_stage_layers) o += fmt::format(" --decoder-first-pipeline-num-layers {}", l.first_stage_layers);
       if (l.last_stage_layers) o += fmt::format(" --decoder-last-pipeline-num-layers {}", l.last_stage_layers);

@@ -88,6 +88,14 @@ TEST_CASE("emit megatron: a rank one layer short under interleaving is Megatron'
        "megatron"},
       dir.path());
   CHECK(d.out.find("--decoder-first-pipeline-num-layers 6 --decoder-last-pipeline-num-layers 8") != std::string::npos);
+  // Only the first rank short: DeepSeek-V3's 61 layers as 30 + 31 in 31 chunks, (61 + 1) / 2 = 31 a rank.
+  const Result ds = run_paraplan({"explain", "@SRC@/configs/examples/deepseek-v3-h800.yaml", "--global-batch-size", "2048",
+                                  "--layout", "tp=1,pp=2,vpp=31,ep=64,zero=1,mbs=1,first_stage_layers=30,last_stage_layers=31",
+                                  "--emit", "megatron"},
+                                 dir.path());
+  REQUIRE(ds.code == 0);
+  CHECK(ds.out.find("--account-for-embedding-in-pipeline-split") != std::string::npos);
+  CHECK(ds.out.find("--account-for-loss-in-pipeline-split") == std::string::npos);
   // Neither: 6 and 8 layers in 8 chunks (6 is not one short of 8): refused, as Megatron refuses it.
   const Result bad = run_paraplan(
       {"explain", k405, "--layout", "tp=8,pp=16,vpp=8,sp=1,zero=1,mbs=1,first_stage_layers=6,last_stage_layers=8"},

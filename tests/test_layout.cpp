@@ -148,6 +148,30 @@ TEST_CASE("Megatron-LM arguments give the same layout", "[layout][megatron]") {
   CHECK_THROWS_WITH(layout_from_sources(&s2, "spec.yaml", r), Catch::Contains("80"));
 }
 
+TEST_CASE("Which Megatron-LM flags express uneven first/last stages, by Megatron's own rules", "[layout][megatron][uneven]") {
+  // NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/transformer_config.py:2294-2368
+  // (--decoder-first/last-pipeline-num-layers: every rank's layers divisible by vpp) and
+  // :2370-2410 (--account-for-embedding/loss-in-pipeline-split: (L + 1 or 2) / pp per rank,
+  // divisible by vpp, the first / last rank one real layer short).
+  auto form = [](int layers, const std::string& layout) { return uneven_form(layers, parse_layout(layout)); };
+  CHECK(form(126, "tp=8,pp=16") == UnevenForm::kEven);
+  CHECK(form(126, "tp=8,pp=16,first_stage_layers=7,last_stage_layers=7") == UnevenForm::kDecoderLayers);
+  CHECK(form(126, "tp=8,pp=16,vpp=2,first_stage_layers=6,last_stage_layers=8") == UnevenForm::kDecoderLayers);
+  // 126 + 2 = 128 = 16 x 8, 8 % 8 = 0: both ends one short.
+  CHECK(form(126, "tp=8,pp=16,vpp=8,first_stage_layers=7,last_stage_layers=7") == UnevenForm::kAccountFor);
+  // 6 is not 8 - 1, and 6 % 8 != 0.
+  CHECK(form(126, "tp=8,pp=16,vpp=8,first_stage_layers=6,last_stage_layers=8") == UnevenForm::kNone);
+  // DeepSeek-V3's 61 layers on 2 ranks of 31 chunks: 61 + 1 = 62 = 2 x 31, the embedding counted:
+  // 30 + 31, the last rank given explicitly or not.
+  CHECK(form(61, "tp=1,pp=2,vpp=31,first_stage_layers=30,last_stage_layers=31") == UnevenForm::kAccountFor);
+  CHECK(form(61, "tp=1,pp=2,vpp=31,first_stage_layers=30") == UnevenForm::kAccountFor);
+  // 80 layers, 6 ranks of 7 chunks: 12 + 4 x 14 + 12: 12 % 7 != 0 and 12 != 14 - 1.
+  CHECK(form(80, "tp=1,pp=6,vpp=7,first_stage_layers=12,last_stage_layers=12") == UnevenForm::kNone);
+  StageSplit split;
+  CHECK_FALSE(stage_split(80, parse_layout("tp=1,pp=6,vpp=7,first_stage_layers=12,last_stage_layers=12"), &split));
+  CHECK(stage_split(80, parse_layout("tp=1,pp=6,vpp=2,first_stage_layers=12,last_stage_layers=12"), &split));
+}
+
 TEST_CASE("Meta's Llama-3.1-405B layout from Megatron-LM arguments: uneven first and last stages (issue 14)",
           "[layout][megatron][uneven]") {
   Spec s = test::spec_for(test::model("llama-3.1-405b"), 8, 8192, 2048);
