@@ -16,6 +16,8 @@
 
 #include "costmodel/memory.hpp"
 #include "costmodel/time.hpp"
+#include "planner/emit.hpp"
+#include "planner/layout_source.hpp"
 #include "planner/search.hpp"
 #include "test_helpers.hpp"
 
@@ -520,4 +522,40 @@ TEST_CASE("the heaviest stage is among 0, 1 and the last: peak_memory agrees wit
     CHECK(p.stage == e.heaviest_stage);
     CHECK(p.bytes == e.peak_bytes);
   }
+}
+
+TEST_CASE("What plan ranks for Megatron-LM, emitted as Megatron flags, reads back to the same layout", "[search][emit]") {
+  // Every shipped example planned under Megatron (the DeepSeek-V3 search, 2 s, left out for the
+  // sanitizer build's sake): its top 40 layouts and every 500th of the rest through --emit megatron
+  // and back through --megatron-args (planner/layout_source.cpp, which refuses what Megatron-LM
+  // refuses). Catches a layout the search offers that Megatron cannot be told, as the 405B search's
+  // pick once was (16 ranks of 8 chunks, 7 + 14 x 8 + 7 layers, emitted as decoder-first 7).
+  int checked = 0;
+  for (const char* name : {"llama3.1-405b-h100.yaml", "llama3.1-70b-h100-64.yaml", "mixtral-8x7b-h100-64.yaml",
+                           "llama2-7b-dgx-h100.yaml", "gpt3-175b-a100.yaml", "qwen2.5-72b-h200.yaml", "mistral-7b-a100.yaml"}) {
+    const Spec s = example(name);
+    if (s.training.framework != Framework::kMegatron) continue;
+    const Plan plan = make_plan(s);
+    for (size_t i = 0; i < plan.candidates.size(); i += i < 40 ? 1 : 500) {
+      const Layout& l = plan.candidates[i].layout;
+      INFO(name << ": " << to_string(l));
+      if (!emit_unsupported(EmitTarget::kMegatron, s, l).empty()) continue;
+      const Emitted e = emit_launch(EmitTarget::kMegatron, s, l);
+      Spec back = s;
+      LayoutRequest r;
+      r.megatron_args = e.text.substr(0, e.text.find('\n'));
+      Layout got;
+      REQUIRE_NOTHROW(got = layout_from_sources(&back, "emitted", r));
+      // The same ranks' layers, whichever way the flags give the uneven ends.
+      StageSplit a, b;
+      REQUIRE(stage_split(s.model.num_layers, l, &a));
+      REQUIRE(stage_split(s.model.num_layers, got, &b));
+      CHECK((a.first == b.first && a.middle == b.middle && a.last == b.last));
+      Layout x = l, y = got;
+      x.first_stage_layers = x.last_stage_layers = y.first_stage_layers = y.last_stage_layers = 0;
+      CHECK(to_string(x) == to_string(y));
+      ++checked;
+    }
+  }
+  CHECK(checked > 200);
 }
