@@ -340,7 +340,9 @@ std::string on_terminal(const std::string& args, const fs::path& dir, const std:
 
 }  // namespace
 
-TEST_CASE("validate and calibrate show progress on a terminal and nothing when not on one", "[newcomer][cli][mpi]") {
+// [slow]: not rerun under ASan (142 s there, 2026-11-27: calibrate and validate on a pseudo-terminal; what it
+// checks is terminal output, and the runs' memory safety is covered by the validate cases that ASan does run).
+TEST_CASE("validate and calibrate show progress on a terminal and nothing when not on one", "[newcomer][cli][mpi][slow]") {
   using paraplan::progress_step;
   CHECK(progress_step("step 2 F chunk 0 mb 3") == 2);
   CHECK(progress_step("step 0 B chunk 1 mb 0 layer 3") == 0);
