@@ -387,6 +387,13 @@ double overlap_contention(const Cluster& c) {
   return c.gpu.sm_count > kNcclChannels ? double(kNcclChannels) / (c.gpu.sm_count - kNcclChannels) : 0;
 }
 
+// One collective of `one` seconds beside a pass of `pass` seconds: what
+// outlasts the pass is exposed, and while both run the pass slows by
+// `contention` per second (overlap_contention).
+double exposed_beside(double one, double pass, double contention) {
+  return std::max(0.0, one - pass) + contention * std::min(one, pass);
+}
+
 struct TpLayerComm {
   double forward_s = 0, backward_s = 0;
 };
@@ -402,10 +409,7 @@ TpLayerComm tp_layer_comm(const Model& m, const Training& t, const Layout& l, co
   // a JUDGEMENT for other GPUs), slowing it by channels / (SMs - channels) for
   // the overlapped time.
   const double contention = overlap_contention(c);
-  auto exposed = [contention](int n, double one, double beside) {
-    const double g = beside / n;
-    return n * (std::max(0.0, one - g) + contention * std::min(one, g));
-  };
+  auto exposed = [contention](int n, double one, double beside) { return n * exposed_beside(one, beside / n, contention); };
   // Megatron --tp-comm-overlap: userbuffers pipeline every TP GEMM with its
   // collective (with SP only; Megatron refuses it without).
   const bool all = t.tp_comm_overlap;
@@ -671,8 +675,7 @@ double zero3_exposed_gather_time(const Spec& s, const Layout& l, const GroupPlac
   const double gather = dp_param_gather_time(s, l, g, params);
   if (!s.training.overlap_dp_comm) return 2 * gather;
   const double n = std::max(1.0, layers), one = gather / n, k = overlap_contention(s.cluster);
-  const auto beside = [&](double pass) { return std::max(0.0, one - pass) + k * std::min(one, pass); };
-  return 2 * one + (n - 1) * (beside(forward_s / n) + beside(backward_s / n));
+  return 2 * one + (n - 1) * (exposed_beside(one, forward_s / n, k) + exposed_beside(one, backward_s / n, k));
 }
 
 // One MoE layer's expert-parallel communication per micro-batch and direction
