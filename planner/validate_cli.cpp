@@ -261,6 +261,10 @@ int run_worker(const Resolved& r, const ValidateOptions& o, std::ostream& out) {
   c.progress = [&](const std::string& what) {
     ++actions;
     if (o.debug_exit_rank && *o.debug_exit_rank == rank && actions == 2) std::_Exit(9);
+    // The stalled rank also starts late (1 s), as a loaded machine may start
+    // it: the launcher must still name it, not the peer that started first.
+    if (o.debug_stall_rank && *o.debug_stall_rank == rank && actions == 1)
+      std::this_thread::sleep_for(std::chrono::seconds(1));
     if (o.debug_stall_rank && *o.debug_stall_rank == rank && actions == 2)
       for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
     beat(actions, what);
@@ -333,6 +337,37 @@ RankStatus rank_status(const std::string& dir, int rank) {
   return s;
 }
 
+// The rank the others wait for, once no rank moves: a process stopped by a
+// signal first; else, in each pipeline stage (ranks rank / per_stage, which
+// run one schedule), the rank that started the fewest actions (its peers
+// went on until a collective needed it, whatever their start-up skew: the
+// launcher's clock order alone named the wrong rank of two under load); and
+// of those, the one whose last action started earliest (a stopped rank's
+// peers in other stages stall after it). -1 when no rank is running.
+int furthest_behind(const std::vector<RankStatus>& st, int per_stage) {
+  const int n = int(st.size());
+  auto running = [&](int i) { return st[std::size_t(i)].seen && st[std::size_t(i)].text != "done"; };
+  for (int i = 0; i < n; ++i)
+    if (running(i) && process_stopped(st[std::size_t(i)].pid)) return i;
+  int worst = -1;
+  for (int first = 0; first < n; first += per_stage) {
+    int lag = -1;  // this stage's rank furthest behind
+    for (int i = first; i < std::min(n, first + per_stage); ++i) {
+      if (!running(i)) continue;
+      const RankStatus &s = st[std::size_t(i)];
+      if (lag < 0 || s.count < st[std::size_t(lag)].count ||
+          (s.count == st[std::size_t(lag)].count && s.at_ms < st[std::size_t(lag)].at_ms))
+        lag = i;
+    }
+    if (lag < 0) continue;
+    const RankStatus &s = st[std::size_t(lag)];
+    if (worst < 0 || s.at_ms < st[std::size_t(worst)].at_ms ||
+        (s.at_ms == st[std::size_t(worst)].at_ms && s.count < st[std::size_t(worst)].count))
+      worst = lag;
+  }
+  return worst;
+}
+
 int launch(const Resolved& r, ValidateOptions& o, std::ostream& out) {
   if (!have_mpi())
     throw SpecError("--launcher", 0, "", "this paraplan was built without MPI; use --emulate-rank, or rebuild with libopenmpi-dev");
@@ -365,12 +400,12 @@ int launch(const Resolved& r, ValidateOptions& o, std::ostream& out) {
     // Progress is the count of schedule actions; when no rank has moved for
     // the stall timeout, the one furthest behind is the one the others wait for.
     const auto now = std::chrono::steady_clock::now();
-    int worst = -1;
-    RankStatus worst_s;
-    double idle = 1e300;
     int step = -1, started = 0;  // the slowest rank's step, for the progress line
+    std::vector<RankStatus> st(static_cast<std::size_t>(n));
+    double idle = 1e300;
     for (int i = 0; i < n; ++i) {
-      RankStatus s = rank_status(dir, i);
+      RankStatus& s = st[std::size_t(i)];
+      s = rank_status(dir, i);
       if (s.seen) {
         ++started;
         const int k = s.text == "done" ? o.steps - 1 : progress_step(s.text);
@@ -379,15 +414,9 @@ int launch(const Resolved& r, ValidateOptions& o, std::ostream& out) {
       if (s.count != last_count[i]) last_count[i] = s.count, last_change[i] = now;
       if (!s.seen || s.text == "done") continue;
       idle = std::min(idle, std::chrono::duration<double>(now - last_change[i]).count());
-      // The rank whose progress stopped first is the one the others wait for
-      // (a stopped rank's peers stall after it, some of them further behind).
-      // A stopped process is the one the others wait for; else the rank whose
-      // last action is the oldest.
-      const bool stopped = process_stopped(s.pid), worst_stopped = worst >= 0 && process_stopped(worst_s.pid);
-      if (worst < 0 || (stopped && !worst_stopped) ||
-          (stopped == worst_stopped && (s.at_ms < worst_s.at_ms || (s.at_ms == worst_s.at_ms && s.count < worst_s.count))))
-        worst = i, worst_s = s;
     }
+    const int worst = furthest_behind(st, r.layout.tp * r.layout.dp);
+    const RankStatus worst_s = worst >= 0 ? st[std::size_t(worst)] : RankStatus{};
     progress.update(started < n || step < 0 ? fmt::format("starting ({} of {} ranks up)", started, n)
                                             : fmt::format("step {}/{}", step + 1, o.steps));
     std::string why;
