@@ -463,6 +463,10 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
     const std::int64_t logits = loss_forward_peak_bytes(prof.loss, a.s * a.b, vocab, a.act_bytes) - softmax +
                                 fused_copies * softmax;  // the saved softmax is an activation
     if (logits > peak.bytes) peak = {logits, "logits"};
+    // The loss's backward, where autograd runs PyTorch's cross-entropy: G and
+    // dX beside the saved softmax (LossVariant::backward_fp32_extra).
+    const std::int64_t backward = loss_backward_peak_bytes(prof.loss, a.s * a.b, vocab);
+    if (backward > 0 && backward - softmax > peak.bytes) peak = {backward - softmax, "loss backward"};
   }
   // Then the output layer's input gradient H and the residual gradient X.
   if (holds_output && H + X > peak.bytes) peak = {H + X, "output layer backward: input grad + residual grad"};
@@ -478,14 +482,20 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
     if (fwd > peak.bytes) peak = {fwd, "context-parallel ring: every K|V chunk of the forward"};
     if (bwd > peak.bytes) peak = {bwd, "context-parallel ring: residual grad + K|V and dK|dV double buffers"};
   }
+  const bool loss_backward_peak = std::string_view(peak.phase) == "loss backward";
   out.add(Category::kTransient, "short-lived buffers (peak)", peak.bytes, [&] {
+    if (loss_backward_peak)
+      return fmt::format("loss backward: {} fp32 logit tensors (nll_loss_backward's gradient, log_softmax_backward's "
+                         "output) x 4 B x s {} x b {} x vocab/tp {}, beside the saved softmax",
+                         prof.loss.backward_fp32_extra, a.s, a.b, vocab);
     if (std::string_view(peak.phase) == "logits")
       return fmt::format("logits {} B x s {} x b {} x vocab/tp {} + {} B x s x b (cross-entropy row statistics){}",
                          per_logit + 4 * fused_copies, a.s, a.b, vocab, prof.loss.row_bytes_per_token,
                          fused_copies > 0 ? fmt::format(" (with {} fp32 copy of the fused cross-entropy)", fused_copies)
                                           : std::string());
     return fmt::format("{} ({})", peak.phase, human(peak.bytes));
-  }, std::string_view(peak.phase) == "logits"
+  }, loss_backward_peak ? prof.loss.backward
+     : std::string_view(peak.phase) == "logits"
          ? (fused_copies > 0 ? prof.loss.fused : prof.loss.source)
          : nullptr);
 
@@ -624,6 +634,12 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
       out.add(Category::kFragmentation, "logits block stranded before the larger fp32 request", bytes, [&] {
         return fmt::format("{} B x s {} x b {} x vocab/tp {}", a.act_bytes, a.s, a.b, vocab);
       }, prof.loss.stranded);
+    }
+    if (loss_backward_peak && prof.loss.backward_logits_stranded && a.act_bytes < 4) {
+      const std::int64_t bytes = a.act_bytes * a.s * a.b * vocab;
+      out.add(Category::kFragmentation, "logits block stranded before the loss backward's fp32 output", bytes, [&] {
+        return fmt::format("{} B x s {} x b {} x vocab/tp {}", a.act_bytes, a.s, a.b, vocab);
+      }, prof.loss.backward);
     }
   }
 }

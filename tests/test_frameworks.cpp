@@ -151,6 +151,39 @@ TEST_CASE("the loss's forward peak per framework: bytes per logit besides the sa
   }
 }
 
+TEST_CASE("the loss's backward peak where autograd runs PyTorch's cross-entropy, by hand", "[memory][frameworks]") {
+  // Llama-3.1-8B, tp = 1 (128,256 vocabulary rows), seq 4096, mbs 1: logits =
+  // 4096 x 128,256 = 525,336,576. torchtitan (fsdp) and an HF model under
+  // DeepSpeed run F.cross_entropy(logits.float()): the forward peaks at the
+  // bf16 logits (2 B) + the fp32 copy (4 B) beside the saved softmax S (4 B);
+  // the backward at nll_loss_backward's dense fp32 gradient G (4 B) and
+  // log_softmax_backward's fp32 output dX (4 B) beside S: 8 B per logit of
+  // transient (tests/oracle measures 12 B per logit with S). The bf16
+  // logits, freed before the backward, leave a block too small for dX: 2 B
+  // per logit reserved but not allocated. Megatron's and nanotron's
+  // backwards are not modelled beyond their forward peak.
+  const std::int64_t logits = kS * 128256;
+  for (Framework f : {Framework::kFsdp, Framework::kDeepSpeed, Framework::kMegatron}) {
+    Spec s = test::spec_for(test::model("llama-3.1-8b"), 8, int(kS), 64);
+    s.cluster = test::cluster("dgx-h100");
+    REQUIRE(s.cluster.fragmentation_modelled());
+    s.training.flash_attention = true;
+    s.training.framework = f;
+    Layout l = parse_layout(f == Framework::kFsdp ? "dp=8,pp=1,zero=3,mbs=1" : "dp=8,pp=1,zero=1,mbs=1");
+    REQUIRE(!resolve_layout(s, &l));
+    INFO(framework_name(f));
+    bool stranded = false;
+    for (const Term& t : stage_terms(s, l, 0)) {
+      if (t.name == std::string("short-lived buffers (peak)") && f != Framework::kMegatron) CHECK(t.bytes == 8 * logits);
+      if (t.name == std::string("logits block stranded before the loss backward's fp32 output")) {
+        stranded = true;
+        CHECK(t.bytes == 2 * logits);
+      }
+    }
+    CHECK(stranded == (f != Framework::kMegatron));
+  }
+}
+
 TEST_CASE("allocator rounding of saved activations, by hand", "[memory][allocator]") {
   // Llama-2-7B layer, s = 4000, b = 1, tp = 1, flash attention. Requests of
   // 10 MiB or more get segments rounded up to 2 MiB (CUDACachingAllocator.cpp):

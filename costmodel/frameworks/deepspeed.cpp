@@ -95,10 +95,23 @@ Profile with_deepspeed_moe(Profile p) {
   return p;
 }
 
+// The loss's backward through PyTorch's own cross-entropy (the HF model's
+// F.cross_entropy on fp32 logits, tests/oracle measures it): S, G and dX live
+// together; the logits, freed when the Trainer's compute_loss returns, leave a
+// block too small for dX.
+Profile with_eager_loss_backward(Profile p) {
+  p.loss.backward_fp32_extra = 2;
+  p.loss.backward = "pytorch aten nll_loss_backward (a dense fp32 gradient) and _log_softmax_backward_data (a new "
+                    "fp32 output) while log_softmax's output is saved (tests/oracle measures the peak); the logits die "
+                    "with the forward's outputs (huggingface/transformers Trainer.training_step: compute_loss returns the loss)";
+  p.loss.backward_logits_stranded = true;
+  return p;
+}
+
 }  // namespace
 
 const Profile& deepspeed_profile() {
-  static const Profile p = with_deepspeed_moe(with_reduce_buckets(with_post_step_param_gather(Profile{
+  static const Profile p = with_eager_loss_backward(with_deepspeed_moe(with_reduce_buckets(with_post_step_param_gather(Profile{
       Framework::kDeepSpeed,
       "deepspeed",
       "DeepSpeed ZeRO 0-3 with bf16 (default wrappers), an unfused PyTorch model",
@@ -115,7 +128,7 @@ const Profile& deepspeed_profile() {
           true, "transformers LlamaRMSNorm.forward: hidden_states.to(float32), pow/mean/rsqrt, weight * hidden_states.to(input_dtype) (tests/oracle measures it)"},
       LossVariant{true, true, false, 0,
                   "pytorch: F.cross_entropy(logits.float()): the upcast lives with log_softmax's output (tests/oracle measures it)",
-                  false, "the bf16 logits stay referenced by the caller through the loss", 0, ""},
+                  false, "the bf16 logits stay referenced by the caller through the loss", 0, "", 0, "", false},
       false,
       "",
       0,
@@ -140,7 +153,7 @@ const Profile& deepspeed_profile() {
       DS "deepspeed/runtime/zero/stage_1_and_2.py:2394-2401 (step(): all_gather_dp_groups of the updated bit16 partitions, synchronous, in allgather_bucket_size buckets, before step() returns)"),
       ReduceBuckets::kFixed,
       DS "deepspeed/runtime/zero/config.py:113 (reduce_bucket_size 5e8 elements per reduction; allgather_bucket_size "
-         "the same, :132)"));
+         "the same, :132)")));
   return p;
 }
 

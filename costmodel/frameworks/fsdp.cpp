@@ -63,7 +63,7 @@ const Profile& fsdp_profile() {
              "deterministic_scatter_add), ops/scatter_add.py:36-42 (saves the index)"},
       LossVariant{true, true, false, 0,
                   TT "torchtitan/components/loss.py:57-58 (F.cross_entropy(pred.float())); pred held until the loss returns",
-                  false, "nothing is freed before the fp32 requests", 0, ""},
+                  false, "nothing is freed before the fp32 requests", 0, "", 0, "", false},
       false,
       "",
       0,
@@ -86,6 +86,14 @@ const Profile& fsdp_profile() {
                      "log_softmax_backward reads the gradient and the output and writes (3)",
                   0, ""}};
     p.moe_layout_unsupported = moe_layout;
+    // The loss's backward: F.cross_entropy(pred.float()) under autograd keeps
+    // S, G and dX at once (tests/oracle measures it); pred is deleted before
+    // loss.backward(), its block too small for dX.
+    p.loss.backward_fp32_extra = 2;
+    p.loss.backward = TT "torchtitan/components/loss.py:57-62 (F.cross_entropy(pred.float(), reduction=sum)), "
+                         "trainer.py:795-799 (del pred, then loss.backward()); pytorch aten nll_loss_backward (dense "
+                         "fp32 gradient), _log_softmax_backward_data (new fp32 output) while log_softmax's output is saved";
+    p.loss.backward_logits_stranded = true;
     // The combine (token_dispatcher.py:616-619): .to(float32) reads the expert
     // output and writes fp32, the score multiply reads and writes fp32, .to()
     // back reads fp32 and writes the activation dtype; the router's fp32

@@ -58,7 +58,8 @@ const Profile& megatron_profile() {
                   1,
                   MCORE "megatron/core/jit.py:21-25 (jit_fuser = torch.compile from torch 2.2), "
                         "fusions/fused_cross_entropy.py:12-82 (calculate_logits_max, calculate_predicted_logits, "
-                        "calculate_cross_entropy_loss, calculate_gradients: jit_fuser'd)"},
+                        "calculate_cross_entropy_loss, calculate_gradients: jit_fuser'd)",
+                  0, "", false},
       true,
       MCORE "megatron/core/utils.py:727-753 (GlobalMemoryBuffer), tensor_parallel/layers.py:623-629",
       2,

@@ -51,7 +51,8 @@ const Profile& nanotron_profile() {
                      "parallel/tensor_parallel/functional.py:40-43 (logits - max: a new fp32 tensor, exp and division in place); "
                      "per token at the loss tensor's allocation (:40-78): fp32 max, predicted logit, sum, log(sum), loss "
                      "(20) + int64 masked target and arange (16) + bool mask (1)",
-                  true, NT "src/nanotron/models/llama.py:907-911 (the bf16 logits die after the cast; the next request is twice their size)", 0, ""},
+                  true, NT "src/nanotron/models/llama.py:907-911 (the bf16 logits die after the cast; the next request is twice their size)", 0, "",
+                  0, "", false},
       true,
       "huggingface/nanotron@2411b022 src/nanotron/parallel/utils.py:13-27 (singleton MemoryBuffer \"allgather\")",
       2,

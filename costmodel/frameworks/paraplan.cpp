@@ -33,7 +33,7 @@ const Profile& paraplan_profile() {
       ActivationVariant{false, "validate/layer.cpp", false, "validate/layer.cpp", false, "validate/layer.cpp",
                         "validate/layer.cpp (Korthikanti et al. 2022 §4 op list)", false, "validate/layer.cpp"},
       LossVariant{true, false, false, 16, "validate/head.cpp (logits, then fp32 max | sum | target | loss per token)", false,
-                  "the executor frees nothing before the loss", 0, ""},
+                  "the executor frees nothing before the loss", 0, "", 0, "", false},
       true,
       "validate/layer.cpp",
       0,

@@ -29,6 +29,10 @@ std::int64_t loss_forward_peak_bytes(const LossVariant& v, std::int64_t tokens, 
   return tokens * vocab_rows * (4 + loss_transient_bytes_per_logit(v, act_bytes)) + tokens * v.row_bytes_per_token;
 }
 
+std::int64_t loss_backward_peak_bytes(const LossVariant& v, std::int64_t tokens, std::int64_t vocab_rows) {
+  return v.backward_fp32_extra > 0 ? tokens * vocab_rows * 4 * (1 + v.backward_fp32_extra) : 0;
+}
+
 double grad_reduce_bytes(const Profile& p, const Training& t) {
   if (t.grad_reduce_dtype_given) return dtype_bytes(t.grad_reduce_dtype);
   return p.grad_reduce_bytes ? p.grad_reduce_bytes(t) : dtype_bytes(t.grad_dtype);

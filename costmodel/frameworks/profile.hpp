@@ -95,6 +95,17 @@ struct LossVariant {
   // fp32 copies of the logit shard live at the loss's peak beyond the above.
   int fused_extra_fp32 = 0;
   Source fused;
+  // The loss's backward, where autograd runs PyTorch's own cross-entropy
+  // (F.cross_entropy on fp32 logits): nll_loss_backward writes a dense fp32
+  // gradient G and log_softmax_backward its output dX while S is still saved,
+  // so fp32 logit-sized tensors live besides S at that moment (2: G and dX);
+  // 0 where the framework's backward works in place in S (Megatron, nanotron).
+  int backward_fp32_extra = 0;
+  Source backward;
+  // L (the activation-dtype logits) is freed before the backward and its
+  // block is too small for dX, a new fp32 request: stranded (reserved only)
+  // while the loss backward is the step's transient peak.
+  bool backward_logits_stranded = false;
 };
 
 // Bytes per logit live at the loss's forward peak besides the saved softmax S,
@@ -104,6 +115,9 @@ int loss_transient_bytes_per_logit(const LossVariant& v, int act_bytes);
 // logits per token: the saved fp32 softmax, the transient logits above and the
 // per-token row tensors (what tests/oracle measures with PyTorch's profiler).
 std::int64_t loss_forward_peak_bytes(const LossVariant& v, std::int64_t tokens, std::int64_t vocab_rows, int act_bytes);
+// Every logit-sized byte live at the loss's backward peak (S, G, dX), 0 where
+// the profile does not model a backward beyond the forward's tensors.
+std::int64_t loss_backward_peak_bytes(const LossVariant& v, std::int64_t tokens, std::int64_t vocab_rows);
 
 // Runtime memory outside the caching allocator, when the cluster spec does not
 // give runtime_overhead_gib, and the allocator's own behaviour.

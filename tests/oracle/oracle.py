@@ -6,7 +6,8 @@ forward and counts exactly what it saves for backward through
 torch.autograd.graph.saved_tensors_hooks, one count per storage (a view keeps its
 whole storage alive), parameters and constant buffers left out. The output
 layer + loss run under the autograd profiler with memory profiling, and the
-peak of live bytes above the baseline is the loss's forward peak. Both are
+peak of live bytes above the baseline is the loss's forward peak (and, for the
+eager loss, its backward peak: loss_backward_peak). All are
 compared, byte for byte, with what paraplan_oracle_probe says the profile
 predicts at the same shape.
 
@@ -521,6 +522,51 @@ def loss_peak(kind, h, s, b, vocab_rows, dtype):
     return min(peaks)
 
 
+def loss_backward_peak(h, s, b, vocab_rows, dtype):
+    """Peak live logit-sized bytes from the lm-head output through the loss's backward, as torchtitan
+    (trainer.py: del pred, then loss.backward()) and the HF Trainer (the outputs die with compute_loss) run it.
+    The profiler's events are walked as the tree they are (an op's allocations at its start, then its
+    children, then its frees: autograd's evaluate_function frees the saved softmax and the incoming gradient
+    after log_softmax_backward has written its output), so that events timed to the same microsecond
+    cannot be put out of order."""
+    hidden = torch.randn(s, b, h, dtype=dtype, requires_grad=True)
+    # The lm-head weight's gradient is model state (the profiles count it as gradients), not the loss's.
+    w = torch.randn(vocab_rows, h, dtype=dtype)
+    labels = torch.randint(0, vocab_rows, (s, b))
+    big = s * b * 64
+    order = lambda e: (e.time_range.start, e.id)
+
+    def walk(e, out):
+        u = e.self_cpu_memory_usage
+        u = round(u / 256) * 256 if abs(u) >= big else 0
+        if u > 0:
+            out.append(u)
+        for c in sorted(e.cpu_children, key=order):
+            walk(c, out)
+        if u < 0:
+            out.append(u)
+
+    peaks = []
+    for _ in range(3):
+        with torch.autograd.profiler.profile(profile_memory=True) as prof:
+            pred = F.linear(hidden, w)
+            loss = F.cross_entropy(pred.float().view(-1, vocab_rows), labels.view(-1), reduction="sum")
+            del pred
+            loss.backward()
+        seq = []
+        for e in sorted((e for e in prof.function_events if e.cpu_parent is None), key=order):
+            walk(e, seq)
+        live = peak = 0
+        for u in seq:
+            live += u
+            peak = max(peak, live)
+        peaks.append(peak)
+        hidden.grad = None
+    # Now and then the profiler loses an op's events (log_softmax_backward's output then never shows):
+    # the most of three runs (no backward kernel here takes a scratch buffer of its own on the CPU).
+    return max(peaks)
+
+
 def predicted(framework, style, h, heads, kv, ffn, s, b, tp, vocab, dtype, flash, moe=()):
     out = subprocess.run([PROBE, framework, style, str(h), str(heads), str(kv), str(ffn), str(s), str(b), str(tp),
                           str(vocab), dtype, "1" if flash else "0"] + [str(x) for x in moe], check=True,
@@ -586,6 +632,12 @@ def main():
                     meas = loss_peak("eager", h, s, b, vocab // tp, dt)
                     rows.append((framework, f"loss {name} h{h} s{s} b{b} V/tp {vocab // tp}", "loss peak", meas,
                                  pred["loss_peak_logit_bytes"]))
+                    # The backward at 8x the tokens and the vocabulary: at the small shapes the profiler
+                    # orders (or loses) microsecond-long events unreliably.
+                    pred = predicted(framework, "gpt", h, heads, kv, ffn, 8 * s, b, tp, 8 * vocab, name, False)
+                    meas = loss_backward_peak(h, 8 * s, b, 8 * vocab // tp, dt)
+                    rows.append((framework, f"loss {name} h{h} s{8 * s} b{b} V/tp {8 * vocab // tp}", "loss bwd", meas,
+                                 pred["loss_backward_peak_logit_bytes"]))
     # Megatron runs fused kernels (Transformer Engine, fused SwiGLU), which this
     # CPU oracle cannot run: print, tensor by tensor, where its profile departs
     # from the eager nanotron layer that was measured above.

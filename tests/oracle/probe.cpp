@@ -65,6 +65,8 @@ int main(int argc, char** argv) {
   j["loss_peak_bytes"] = loss_forward_peak_bytes(p.loss, s * b, vocab / tp, act);
   // The same without the per-token row tensors: the logit-sized tensors only.
   j["loss_peak_logit_bytes"] = loss_forward_peak_bytes(p.loss, s * b, vocab / tp, act) - s * b * p.loss.row_bytes_per_token;
+  // The loss's backward peak (logit-sized tensors: S, G, dX), 0 where not modelled.
+  j["loss_backward_peak_logit_bytes"] = loss_backward_peak_bytes(p.loss, s * b, vocab / tp);
   nlohmann::json tensors = nlohmann::json::array();
   for (const SavedTensor& t : layer_saved_tensors(m, flash, p.act, kind))
     tensors.push_back({{"op", t.op}, {"tensor", t.tensor}, {"bytes", tensor_bytes(t, a)}});
