@@ -334,6 +334,42 @@ void add_deepspeed_moe_mlp(TensorList* lp, const Model& m) {
 }
 }  // namespace
 
+TensorList op_sac_saved_tensors(const Model& m, bool flash) {
+  // pytorch/torchtitan@9dec370 torchtitan/parallelisms/parallelize_llama.py:214-285 (the policy
+  // torchtitan's published Llama 3.1 benchmarks ran; the same at b5bcd76c torchtitan/distributed/
+  // activation_checkpoint.py): MUST_SAVE the outputs of aten.mm, SDPA (flash or efficient) and a few
+  // others, except every second mm of the block (a per-checkpoint count: 1st, 3rd, 5th, 7th are
+  // kept); PREFER_RECOMPUTE the rest. A Llama block runs its linears as wq, wk, wv, wo
+  // (torchtitan/models/llama/model.py Attention.forward), then w1, w3, w2 (FeedForward:
+  // w2(F.silu(w1(x)) * w3(x))); a non-gated MLP w1, w2. The checkpoint keeps the block input.
+  TensorList l;
+  const std::int64_t h = m.hidden_size, q = m.q_width(), kv = m.kv_width(), f = m.ffn_hidden_size;
+  l.add({"checkpoint", "block input", h, 0, ElemKind::kAct, Shard::kSp, false});
+  struct Mm {
+    const char* op;
+    std::int64_t width;
+    Shard shard;
+  };
+  const Mm attn[] = {{"wq", q, Shard::kTp}, {"wk", kv, Shard::kTp}, {"wv", kv, Shard::kTp}, {"wo", h, Shard::kNone}};
+  const Mm gated[] = {{"w1", f, Shard::kTp}, {"w3", f, Shard::kTp}, {"w2", h, Shard::kNone}};
+  const Mm plain[] = {{"w1", f, Shard::kTp}, {"w2", h, Shard::kNone}};
+  int count = 0;
+  auto mm = [&](const Mm& x) {
+    if (++count % 2 == 1) l.add({x.op, "mm output (kept: an odd mm)", x.width, 0, ElemKind::kAct, x.shard, false});
+  };
+  for (const Mm& x : attn) mm(x);
+  if (flash) {
+    // _scaled_dot_product_flash_attention's outputs: the attention output and the fp32 log-sum-exp per head.
+    l.add({"sdpa", "output", q, 0, ElemKind::kAct, Shard::kTp, false});
+    l.add({"sdpa", "log-sum-exp (fp32)", m.num_attention_heads, 0, ElemKind::kFp32, Shard::kTp, false});
+  }
+  if (m.gated())
+    for (const Mm& x : gated) mm(x);
+  else
+    for (const Mm& x : plain) mm(x);
+  return l;
+}
+
 TensorList embedding_saved_tensors(const Model& m) {
   TensorList l;
   if (m.hidden_dropout > 0)
@@ -358,6 +394,10 @@ std::int64_t layer_activation_bytes(const Model& m, bool flash, Recompute r, con
     return tensor_bytes(input, a);
   }
   std::int64_t sum = 0;
+  if (r == Recompute::kSelective && v.op_sac) {
+    for (const SavedTensor& t : op_sac_saved_tensors(m, flash)) sum += tensor_bytes(t, a);
+    return sum;
+  }
   for (const SavedTensor& t : layer_saved_tensors(m, flash, v, kind))
     if (!(r == Recompute::kSelective && t.core_attention)) sum += tensor_bytes(t, a);
   return sum;
@@ -380,6 +420,10 @@ std::int64_t layer_rounding_slack(const Model& m, bool flash, Recompute r, const
     return segment_slack(tensor_bytes(input, a));
   }
   std::int64_t sum = 0;
+  if (r == Recompute::kSelective && v.op_sac) {
+    for (const SavedTensor& t : op_sac_saved_tensors(m, flash)) sum += segment_slack(tensor_bytes(t, a));
+    return sum;
+  }
   for (const SavedTensor& t : layer_saved_tensors(m, flash, v, kind))
     if (!(r == Recompute::kSelective && t.core_attention)) sum += segment_slack(tensor_bytes(t, a));
   return sum;
@@ -391,8 +435,13 @@ LayerActivationSummary layer_activation_summary(const Model& m, bool flash, cons
   for (const SavedTensor& t : layer_saved_tensors(m, flash, v, kind)) {
     const std::int64_t b = tensor_bytes(t, a), slack = segment_slack(b);
     r.none += b, r.slack_none += slack;
-    if (!t.core_attention) r.selective += b, r.slack_selective += slack;
+    if (!t.core_attention && !v.op_sac) r.selective += b, r.slack_selective += slack;
   }
+  if (v.op_sac)
+    for (const SavedTensor& t : op_sac_saved_tensors(m, flash)) {
+      const std::int64_t b = tensor_bytes(t, a);
+      r.selective += b, r.slack_selective += segment_slack(b);
+    }
   const SavedTensor input{"layer", "input", m.hidden_size, 0, ElemKind::kAct, Shard::kSp, false};
   r.input = tensor_bytes(input, a);
   r.slack_input = segment_slack(r.input);

@@ -87,6 +87,9 @@ inline bool saved_under(const SavedTensor& t, const ActShape& a) {
 }
 // What the first stage saves for the embedding, and the last for the final
 // norm, output layer and cross-entropy.
+// torchtitan's per-op selective activation checkpointing (ActivationVariant::op_sac)
+// of a dense block, tp = 1: what a block keeps between its forward and backward.
+TensorList op_sac_saved_tensors(const Model& m, bool flash_attention);
 TensorList embedding_saved_tensors(const Model& m);
 TensorList output_saved_tensors(const Model& m);
 

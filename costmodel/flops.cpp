@@ -2,6 +2,8 @@
 
 #include "costmodel/spec.hpp"
 
+#include <string_view>
+
 namespace paraplan {
 
 LayerGemms layer_gemms(const Model& m, double b, double s, int tp, LayerKind kind, int ep, int etp) {
@@ -103,6 +105,23 @@ double recompute_flops(const Model& m, double b, double s, Recompute r, bool fla
   if (r == Recompute::kSelective) per_layer += core;
   if (flash) per_layer += 0.5 * core;
   return m.num_layers * per_layer;
+}
+
+double op_sac_recompute_flops(const Model& m, double b, double s, bool flash) {
+  // torchtitan's per-op selective checkpointing re-runs the even mm's of a
+  // block: wk (its share of the fused QKV), wo, and w3 (half the fused gated
+  // fc1) or a plain MLP's w2 (costmodel/activations.cpp op_sac_saved_tensors);
+  // flash attention's backward recomputes the scores, as with any policy.
+  double linears = 0, core = 0;
+  for (const Gemm& g : layer_gemms(m, b, s, 1)) {
+    const std::string_view n = g.name;
+    if (g.core_attention) core += g.flops();
+    else if (n == "qkv") linears += g.flops() * double(m.kv_width()) / double(m.q_width() + 2 * m.kv_width());
+    else if (n == "out_proj") linears += g.flops();
+    else if (n == "fc1" && m.gated()) linears += g.flops() / 2;
+    else if (n == "fc2" && !m.gated()) linears += g.flops();
+  }
+  return m.num_layers * (linears + (flash ? 0.5 * core : 0));
 }
 
 double model_flops_per_step(const Model& m, const Training& t) {

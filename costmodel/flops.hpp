@@ -75,6 +75,8 @@ double backward_flops(const Model& m, double b, double s);
 // full_fraction: the share of layers full recomputation re-runs (Megatron's
 // block method re-runs the first recompute_layers of each chunk only).
 double recompute_flops(const Model& m, double b, double s, Recompute r, bool flash, double full_fraction = 1.0);
+// The FLOPs torchtitan's per-op selective checkpointing re-runs (dense model, tp = 1).
+double op_sac_recompute_flops(const Model& m, double b, double s, bool flash);
 
 // Model FLOPs per optimizer step (for MFU): forward + backward over the global
 // batch, no recomputation.

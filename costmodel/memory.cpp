@@ -181,7 +181,13 @@ LayerMemory layer_memory(const Spec& s, const Layout& l) {
     *whole_slack = fragmentation ? (full ? a_s.slack_none : *slack) : 0;
     if (!full) *whole = *per_layer;
     const std::int64_t core = a_s.none - a_s.selective;
-    *transient = layer_transient_peak(m, t.flash_attention, l.recompute, a, a_s.none, core, kind, prof.act.moe);
+    if (prof.act.op_sac && l.recompute == Recompute::kSelective)
+      // Per-op checkpointing re-runs the block's forward less what it kept:
+      // full recompute's transient with the kept tensors in place of the input.
+      *transient = layer_transient_peak(m, t.flash_attention, Recompute::kFull, a, a_s.none - a_s.selective + a_s.input,
+                                        core, kind, prof.act.moe);
+    else
+      *transient = layer_transient_peak(m, t.flash_attention, l.recompute, a, a_s.none, core, kind, prof.act.moe);
     *transient_none = full ? layer_transient_peak(m, t.flash_attention, Recompute::kNone, a, a_s.none, core, kind, prof.act.moe)
                            : *transient;
   };
@@ -378,6 +384,7 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
             return fmt::format("{} {} in flight ({} schedule) x {} layers x {} per layer ({} recompute)",
                                in_flight, unit, sched, layers_per_chunk, human(per_layer), recompute_name(l.recompute));
           }, partial ? "NVIDIA/Megatron-LM@d98e8a64 megatron/core/recompute.py:157-180 (uniform groups / first N layers per chunk)"
+             : l.recompute == Recompute::kSelective && prof.act.op_sac ? prof.act.op_sac_source
              : m.is_moe() ? prof.act.moe_source
                           : prof.act.layer_spec);
   if (first) {

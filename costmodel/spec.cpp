@@ -262,7 +262,7 @@ std::optional<Invalid> layout_invalid(const Spec& s, const Layout& l, bool check
     if (m % g > 0 && m % g < l.pp) return Invalid::kInterleavedMicrobatches;
   }
   if (l.partial_recompute_set() && l.recompute != Recompute::kFull) return Invalid::kRecomputeMethod;
-  if (framework_unsupported(profile(s.training.framework), l)) return Invalid::kFramework;
+  if (framework_unsupported(profile(s.training.framework), l, &m, &s.training)) return Invalid::kFramework;
   return std::nullopt;
 }
 
@@ -390,9 +390,12 @@ std::optional<LayoutProblem> resolve_layout(const Spec& s, Layout* l, bool check
       const bool rc = !profile(t.framework).recompute_supported[int(l->recompute)];
       const bool method = l->partial_recompute_set() && profile(t.framework).partial_recompute_note;
       const bool cp = l->cp > 1 && profile(t.framework).cp_note;
-      return LayoutProblem{*r, zero ? "zero" : rc ? "recompute" : method ? "recompute_method" : cp ? "cp" : "balance",
+      const Profile& p = profile(t.framework);
+      const bool sac = l->recompute == Recompute::kSelective && p.selective_unsupported &&
+                       p.selective_unsupported(s.model, *l, t);
+      return LayoutProblem{*r, zero ? "zero" : rc || sac ? "recompute" : method ? "recompute_method" : cp ? "cp" : "balance",
                            std::string("framework ") + framework_name(t.framework) + ": " +
-                               framework_unsupported(profile(t.framework), *l)};
+                               framework_unsupported(p, *l, &s.model, &t)};
     }
     case Invalid::kSeqCp:
       return LayoutProblem{*r, "cp",

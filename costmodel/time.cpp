@@ -97,6 +97,10 @@ struct LayerTime {
   // Per tensor-parallel linear kind (column: QKV and fc1; row: out-proj and
   // fc2), summed over the layer's two of each: what TP collectives overlap.
   double col_forward = 0, col_dgrad = 0, col_wgrad = 0, row_forward = 0, row_dgrad = 0;
+  // What per-op selective checkpointing re-runs in the backward (profiles with
+  // ActivationVariant::op_sac; 0 otherwise): the linears whose outputs it does
+  // not keep and every memory-bound op, not the attention.
+  double op_sac_recompute = 0;
 };
 
 // The average of a dense and an MoE layer, a share w of MoE (every field adds).
@@ -112,6 +116,7 @@ LayerTime mix(const LayerTime& d, const LayerTime& e, double w) {
   r.col_wgrad = x(d.col_wgrad, e.col_wgrad);
   r.row_forward = x(d.row_forward, e.row_forward);
   r.row_dgrad = x(d.row_dgrad, e.row_dgrad);
+  r.op_sac_recompute = x(d.op_sac_recompute, e.op_sac_recompute);
   return r;
 }
 
@@ -291,11 +296,26 @@ LayerTime layer_forward_time(const Model& m, const Training& t, const Layout& l,
         r.row_forward += f, r.row_dgrad += dg;
     }
   r.total += r.linear;
+  // Per-op selective checkpointing (torchtitan's "op" policy): the backward
+  // re-runs the even mm's of the block (wk, wo, and w3 of a gated MLP or w2
+  // of a plain one: costmodel/activations.cpp op_sac_saved_tensors) from the
+  // fused shapes' shares of their GEMMs, and the memory-bound ops below.
+  double op_sac_linears = 0;
+  if (profile(t.framework).act.op_sac)
+    for (const Gemm& x : gc) {
+      const std::string_view n = x.name;
+      if (n == "qkv") op_sac_linears += time(x) * double(m.kv_width()) / double(m.q_width() + 2 * m.kv_width());
+      else if (n == "out_proj") op_sac_linears += time(x);
+      else if (n == "fc1" && m.gated()) op_sac_linears += time(x) / 2;
+      else if (n == "fc2" && !m.gated()) op_sac_linears += time(x);
+    }
   for (const Gemm& x : g)
     if (x.core_attention && !t.flash_attention) r.core += attention_gemm_time(x, c, ab);
   if (t.flash_attention) r.core += flash_attention_time(g, m, t, l, c);
   r.core += memory_bound_time(attention_core_memory_bound_bytes(m, t, l), c);
-  r.total += r.core + memory_bound_time(layer_memory_bound_bytes(m, t, l, kind), c);
+  const double memory_bound = memory_bound_time(layer_memory_bound_bytes(m, t, l, kind), c);
+  r.total += r.core + memory_bound;
+  if (profile(t.framework).act.op_sac) r.op_sac_recompute = op_sac_linears + memory_bound;
   return r;
 }
 
@@ -309,9 +329,10 @@ double layer_backward_time(const LayerTime& f, bool flash) {
 }
 
 // Recomputation in the backward: the whole layer forward (full, Chen et al.
-// 2016) or the attention core (selective, Korthikanti et al. 2022 §5).
-double layer_recompute_time(const LayerTime& f, Recompute r) {
-  return r == Recompute::kFull ? f.total : r == Recompute::kSelective ? f.core : 0;
+// 2016) or the attention core (selective, Korthikanti et al. 2022 §5), or
+// what a per-op selective policy does not keep (LayerTime::op_sac_recompute).
+double layer_recompute_time(const LayerTime& f, Recompute r, bool op_sac) {
+  return r == Recompute::kFull ? f.total : r == Recompute::kSelective ? (op_sac ? f.op_sac_recompute : f.core) : 0;
 }
 
 // Embedding lookup on the first stage: read the rows, write s·b·h (memory-bound).
@@ -788,7 +809,7 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
   double recomputed = 0;
   for (int c = 0; c < l.vpp; ++c) recomputed += recomputed_layers(l, chunk_layers(int(layers), l, stage, c));
   const double recompute_s =
-      l.recompute == Recompute::kFull ? recomputed * f.total : layers * layer_recompute_time(f, l.recompute);
+      l.recompute == Recompute::kFull ? recomputed * f.total : layers * layer_recompute_time(f, l.recompute, profile(t.framework).act.op_sac);
   r.backward_s = layers * layer_backward_time(f, t.flash_attention) + recompute_s;
   sink.add("linear GEMMs", layers * (f.linear + f.linear_backward), [&] {
     const bool fp8 = fp8_gemms(t, c);
@@ -1080,8 +1101,10 @@ StepTime estimate_time(const Spec& s, const Layout& l, TimeCache* cache) {
   r.model_flops_per_step = model_flops_per_step(s.model, t);
   r.hardware_flops_per_step =  // = hardware_flops_per_step(), without recounting the model FLOPs
       r.model_flops_per_step +
-      recompute_flops(s.model, t.global_batch_size, t.seq_length, l.recompute, t.flash_attention,
-                      recomputed_fraction(s.model, l));
+      (profile(t.framework).act.op_sac && l.recompute == Recompute::kSelective
+           ? op_sac_recompute_flops(s.model, t.global_batch_size, t.seq_length, t.flash_attention)
+           : recompute_flops(s.model, t.global_batch_size, t.seq_length, l.recompute, t.flash_attention,
+                             recomputed_fraction(s.model, l)));
   r.tokens_per_s = double(t.global_batch_size) * t.seq_length / r.step_s;
   r.tflops_per_gpu = r.model_flops_per_step / r.step_s / gpus / 1e12;
   r.mfu = r.model_flops_per_step / (r.step_s * gpus * peak);

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "costmodel/activations.hpp"
+#include "costmodel/flops.hpp"
 #include "costmodel/frameworks/profile.hpp"
 #include "costmodel/memory.hpp"
 #include "test_helpers.hpp"
@@ -104,6 +105,41 @@ TEST_CASE("a ZeRO stage or recompute policy the framework lacks is refused, nami
   s.training.framework = Framework::kMegatron;
   Layout l = parse_layout("tp=1,zero=3,recompute=selective");
   CHECK(!resolve_layout(s, &l));
+}
+
+TEST_CASE("torchtitan's per-op selective AC: what a block keeps and what it re-runs, by hand", "[activations][frameworks]") {
+  // pytorch/torchtitan@9dec370 parallelize_llama.py:214-285: inside a block's
+  // checkpoint the outputs of the 1st, 3rd, 5th and 7th aten.mm (wq, wv, w1,
+  // w2 of Llama's wq, wk, wv, wo, w1, w3, w2) and of flash SDPA (the output
+  // and the fp32 log-sum-exp) are kept, with the block input. Llama-3.1-8B
+  // (h 4096, 32 heads, 8 kv heads of 128, ffn 14,336), bf16, per token:
+  // input 2·4096 + wq 2·4096 + wv 2·1024 + SDPA output 2·4096 + lse 4·32 +
+  // w1 2·14,336 + w2 2·4096 = 8,192 + 8,192 + 2,048 + 8,192 + 128 + 28,672 +
+  // 8,192 = 63,616 B (Megatron's selective on the same block keeps 8 h-wide
+  // tensors and more).
+  const Model m = test::model("llama-3.1-8b");
+  const ActShape a{8192, 2, 1, false, 2};
+  CHECK(layer_activation_bytes(m, true, Recompute::kSelective, a, fsdp_profile().act) == 63'616LL * 8192 * 2);
+  // Re-run in the backward: wk (h x kv), wo (q x h) and w3 (h x ffn), 2
+  // FLOPs per multiply-add, per token and layer: 2·(4096·1024 + 4096·4096 +
+  // 4096·14,336) = 159,383,552; 32 layers (no flash: no attention re-run).
+  CHECK(op_sac_recompute_flops(m, 1, 1, false) == Approx(32 * 159'383'552.0));
+  // Where it is not modelled, the layout is refused with the reason.
+  Spec s = test::spec_for(m, 8, 8192, 16);
+  s.training.framework = Framework::kFsdp;
+  s.training.flash_attention = true;
+  for (const char* layout : {"dp=4,tp=2,zero=3,recompute=selective", "dp=4,cp=2,zero=3,recompute=selective"}) {
+    Layout l = parse_layout(layout);
+    const auto p = resolve_layout(s, &l);
+    INFO(layout);
+    REQUIRE(p);
+    CHECK(p->field == "recompute");
+    CHECK(p->message.find("per-op selective AC") != std::string::npos);
+  }
+  Layout ok = parse_layout("dp=8,zero=3,recompute=selective");
+  CHECK(!resolve_layout(s, &ok));
+  s.training.flash_attention = false;
+  CHECK(resolve_layout(s, &ok));
 }
 
 TEST_CASE("nanotron's Llama layer saves more than the fused stack, op by op", "[activations][frameworks]") {

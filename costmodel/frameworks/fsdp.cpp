@@ -36,6 +36,21 @@ const char* moe_layout(const Model& m, const Layout& l) {
   return nullptr;
 }
 
+// torchtitan's per-op selective AC as modelled: a dense Llama-style block
+// (no biases: F.linear with a bias is not an aten.mm), flash SDPA, tp = 1 and
+// cp = 1 (DTensor TP's reduce-scatter outputs and the context-parallel SDPA
+// would be kept too; not modelled).
+const char* selective_unsupported(const Model& m, const Layout& l, const Training& t) {
+  if (m.is_moe()) return "torchtitan's per-op selective AC is modelled for dense models; use recompute=none or full";
+  if (m.mla()) return "torchtitan's per-op selective AC is modelled for Llama-style attention, not multi-latent";
+  if (m.bias) return "torchtitan's per-op selective AC counts aten.mm (its models have no linear biases); this model has biases";
+  if (!t.flash_attention) return "torchtitan's per-op selective AC keeps SDPA's flash output; set training.flash_attention: true";
+  if (l.tp > 1 || l.cp > 1)
+    return "torchtitan's per-op selective AC is modelled with tp = 1 and cp = 1 (DTensor tensor/context parallelism "
+           "keeps more); use recompute=full there";
+  return nullptr;
+}
+
 }  // namespace
 
 const Profile& fsdp_profile() {
@@ -47,8 +62,8 @@ const Profile& fsdp_profile() {
       {false, false, true, true},
       "FSDP2 shards parameters, gradients and optimizer state together: zero=3 (reshard after forward) or "
       "zero=2 (reshard_after_forward=False); zero 0/1 are not FSDP layouts",
-      {true, false, true},
-      "torchtitan's selective AC is per-op (every second matmul kept), not Megatron's selective; use recompute=none or full",
+      {true, true, true},
+      "",
       state,
       ActivationVariant{
           true, TT "torchtitan/models/llama3/model.py FeedForward: w2(F.silu(w1(x)) * w3(x)), unfused",
@@ -86,6 +101,13 @@ const Profile& fsdp_profile() {
                      "log_softmax_backward reads the gradient and the output and writes (3)",
                   0, ""}};
     p.moe_layout_unsupported = moe_layout;
+    // recompute=selective: torchtitan's per-op selective AC ("op" policy).
+    p.act.op_sac = true;
+    p.act.op_sac_source =
+        "pytorch/torchtitan@9dec370 torchtitan/parallelisms/parallelize_llama.py:214-285 (_save_list: aten.mm, "
+        "SDPA flash/efficient; every second mm recomputed), torchtitan/models/llama/model.py (wq, wk, wv, wo; "
+        "w2(F.silu(w1(x)) * w3(x)))";
+    p.selective_unsupported = selective_unsupported;
     // The loss's backward: F.cross_entropy(pred.float()) under autograd keeps
     // S, G and dX at once (tests/oracle measures it); pred is deleted before
     // loss.backward(), its block too small for dX.

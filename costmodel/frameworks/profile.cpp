@@ -49,9 +49,11 @@ double moe_expert_load(const Profile& p, const Training& t, int ep) {
   return t.moe_expert_load(ep);
 }
 
-const char* framework_unsupported(const Profile& p, const Layout& l) {
+const char* framework_unsupported(const Profile& p, const Layout& l, const Model* m, const Training* t) {
   if (l.zero < 0 || l.zero > 3 || !p.zero_supported[l.zero]) return p.zero_note;
   if (!p.recompute_supported[int(l.recompute)]) return p.recompute_note;
+  if (l.recompute == Recompute::kSelective && p.selective_unsupported && m && t)
+    if (const char* why = p.selective_unsupported(*m, l, *t)) return why;
   if (l.partial_recompute_set() && p.partial_recompute_note) return p.partial_recompute_note;
   if (l.cp > 1 && p.cp_note) return p.cp_note;
   if (l.balance == StageBalance::kCost && l.pp > 1 && !p.cost_balanced_pipeline)

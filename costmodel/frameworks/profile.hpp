@@ -73,6 +73,12 @@ struct ActivationVariant {
   MoeImpl moe = MoeImpl::kMegatron;
   Source moe_source = "NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/moe/ (router.py:106-111, "
                       "token_dispatcher.py:660-751, experts.py:928-985)";
+  // recompute=selective is the framework's per-op selective checkpointing
+  // (torchtitan's "op" policy), not Megatron's attention-core recompute: inside
+  // each block's checkpoint the outputs of every odd aten.mm and of SDPA are
+  // saved, everything else is recomputed (op_sac_saved_tensors).
+  bool op_sac = false;
+  Source op_sac_source = "";
 };
 
 // The output layer and cross-entropy, as three tensors per logit: the
@@ -288,6 +294,9 @@ struct Profile {
   // Where the framework trains a model's multi-token-prediction modules
   // (Training::mtp); nullptr: it has none to train.
   Source mtp = nullptr;
+  // Why recompute=selective (the framework's own, ActivationVariant::op_sac)
+  // is not modelled for this model, layout and training; nullptr when it is.
+  const char* (*selective_unsupported)(const Model&, const Layout&, const Training&) = nullptr;
 };
 
 // A profile whose ZeRO-1/2 parameter all-gather runs whole after the
@@ -347,6 +356,7 @@ const Profile& paraplan_profile();
 std::int64_t bucket_params(const Profile& p, const Training& t);
 
 // Why a layout asks for something the framework does not have; nullptr if it does not.
-const char* framework_unsupported(const Profile& p, const Layout& l);
+const char* framework_unsupported(const Profile& p, const Layout& l, const Model* m = nullptr,
+                                  const Training* t = nullptr);
 
 }  // namespace paraplan
