@@ -33,6 +33,11 @@ divided by tp):
     router, dispatcher, grouped experts and combine in PyTorch ops, with
     torch._grouped_mm (missing from this PyTorch) as a stand-in that saves
     what its autograd formula reads.
+  * torchtitan's per-op selective checkpointing (fsdp, recompute=selective):
+    the torchtitan block runs under a TorchDispatchMode that applies its "op"
+    policy (parallelize_llama.py:214-285 @9dec370: keep the output of every odd
+    aten.mm, and of SDPA) to the aten ops PyTorch really dispatches; with the
+    block input, that is what the checkpoint keeps.
 Exit status: 0 all equal, 1 a mismatch, 77 torch cannot be imported (skipped).
 """
 import json
@@ -273,6 +278,69 @@ def llama_eager_layer(style, h, heads, kv, ffn, s, b, tp, dtype=torch.bfloat16):
     total = counter.total()
     del y
     return total
+
+
+def titan_op_sac_layer(h, heads, kv, ffn, s, b, dtype=torch.bfloat16):
+    """Bytes torchtitan's per-op selective checkpointing keeps for one Llama block (tp = 1): the block
+    input, the outputs of the odd aten.mm ops PyTorch dispatches for the block's linears (a per-block
+    count, as the policy's meta dict), and SDPA's outputs (the flash stand-in's output and fp32
+    log-sum-exp, as _scaled_dot_product_flash_attention returns them). Ops the policy also saves
+    (aten.max.default, aten.abs.default: low-precision helpers) must not occur here."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    a, g, d, f = heads, kv, h // heads, ffn
+    p = lambda *shape: torch.randn(*shape, dtype=dtype)
+    n1, n2 = p(h), p(h)
+    wq, wk, wv, wo = p(a * d, h), p(g * d, h), p(g * d, h), p(h, a * d)
+    w1, w3, w2 = p(f, h), p(f, h), p(h, f)
+    pos = torch.arange(s).float()[:, None] * torch.arange(d // 2).float()[None, :] / d
+    cache = torch.polar(torch.ones(s, d // 2), pos)
+    x = torch.randn(b, s, h, dtype=dtype)
+    kept = [x.numel() * x.element_size()]
+    other_saved = []
+
+    class OpPolicy(TorchDispatchMode):
+        mm = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func == torch.ops.aten.mm.default:
+                OpPolicy.mm += 1
+                if OpPolicy.mm % 2 == 1:
+                    kept.append(out.numel() * out.element_size())
+            elif func in (torch.ops.aten.max.default, torch.ops.aten.abs.default):
+                other_saved.append(str(func))
+            return out
+
+    def sdpa(q, k, v):
+        # Outside the policy's view: one SDPA op, whose two outputs are kept.
+        qh = q.transpose(1, 2).float()
+        kh = k.transpose(1, 2).float().repeat_interleave(a // g, dim=1)
+        vh = v.transpose(1, 2).float().repeat_interleave(a // g, dim=1)
+        scores = qh @ kh.transpose(-1, -2) / math.sqrt(d)
+        scores = scores.masked_fill(torch.ones(s, s, dtype=torch.bool).triu(1), float("-inf"))
+        lse = torch.logsumexp(scores, -1)  # [b, a, s] fp32
+        out = (torch.softmax(scores, -1) @ vh).to(q.dtype).transpose(1, 2).contiguous()
+        kept.extend([out.numel() * out.element_size(), lse.numel() * lse.element_size()])
+        return out
+
+    with torch.no_grad():
+        with OpPolicy():
+            xn = FusedRMSNorm.apply(x, n1, 1e-6)
+            q = F.linear(xn, wq).view(b, s, a, d)
+            k = F.linear(xn, wk).view(b, s, g, d)
+            v = F.linear(xn, wv).view(b, s, g, d)
+            cc = cache[None, :, None, :]
+            q = torch.view_as_real(torch.view_as_complex(q.float().reshape(b, s, a, -1, 2)) * cc).flatten(-2).type_as(q)
+            k = torch.view_as_real(torch.view_as_complex(k.float().reshape(b, s, g, -1, 2)) * cc).flatten(-2).type_as(k)
+        out = sdpa(q, k, v)
+        with OpPolicy():
+            hid = x + F.linear(out.reshape(b, s, a * d), wo)
+            hn = FusedRMSNorm.apply(hid, n2, 1e-6)
+            hid + F.linear(F.silu(F.linear(hn, w1)) * F.linear(hn, w3), w2)
+    assert OpPolicy.mm == 7, f"expected the block's 7 linears as aten.mm, saw {OpPolicy.mm}"
+    assert not other_saved, f"ops the policy also keeps: {other_saved}"
+    return sum(kept)
 
 
 class GroupedMM(torch.autograd.Function):
@@ -600,6 +668,12 @@ def main():
                 pred = predicted(framework, "llama", h, heads, kv, ffn, s, b, tp, vocab, "bf16", True)
                 rows.append((framework, f"llama-{style} h{h} a{heads} g{kv} f{ffn} s{s} b{b} tp{tp}", "layer saved",
                              meas, pred["layer_saved_bytes"]))
+    # torchtitan's per-op selective checkpointing (fsdp, recompute=selective), tp = 1.
+    for (h, heads, kv, ffn, s, b, vocab) in llama_shapes:
+        meas = titan_op_sac_layer(h, heads, kv, ffn, s, b)
+        pred = predicted("fsdp", "llama", h, heads, kv, ffn, s, b, 1, vocab, "bf16", True)
+        rows.append(("fsdp", f"llama-titan op-SAC h{h} a{heads} g{kv} f{ffn} s{s} b{b}", "layer kept", meas,
+                     pred["layer_selective_bytes"]))
     # torchtitan mixtures of experts (fsdp profile), ep = 1: (h, heads, kv, moe_ffn, experts, top-k, shared, s, b,
     # score function): Mixtral-like (softmax, top-2 of 8), Qwen3-MoE-like (softmax, top-8 of 16) and
     # DeepSeek-like (sigmoid, top-4 of 16 + 1 shared expert).

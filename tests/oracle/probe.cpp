@@ -62,6 +62,8 @@ int main(int argc, char** argv) {
   const ActShape a{s, b, tp, false, act, false, 1, load > 0 ? load : 1.0, 1, m.is_moe() ? m.num_experts : 1};
   nlohmann::json j;
   j["layer_saved_bytes"] = layer_activation_bytes(m, flash, Recompute::kNone, a, p.act, kind);
+  // What the profile's selective recompute keeps (torchtitan's per-op policy under fsdp).
+  j["layer_selective_bytes"] = layer_activation_bytes(m, flash, Recompute::kSelective, a, p.act, kind);
   j["loss_peak_bytes"] = loss_forward_peak_bytes(p.loss, s * b, vocab / tp, act);
   // The same without the per-token row tensors: the logit-sized tensors only.
   j["loss_peak_logit_bytes"] = loss_forward_peak_bytes(p.loss, s * b, vocab / tp, act) - s * b * p.loss.row_bytes_per_token;
