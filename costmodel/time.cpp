@@ -839,6 +839,10 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
                                                : std::string());
   }, tv.layer_copies);
   sink.add("recompute", recompute_s, [&] {
+    if (l.recompute == Recompute::kSelective && profile(t.framework).act.op_sac)
+      return fmt::format("per-op selective: {:g} layers x {:.3f} ms (the unkept linears: wk, wo and {} of a {} MLP, and "
+                         "every memory-bound op; not the attention)",
+                         layers, f.op_sac_recompute * 1e3, m.gated() ? "w3" : "w2", m.gated() ? "gated" : "plain");
     return fmt::format("{} recompute: {:g} layer forwards re-run", recompute_name(l.recompute),
                        l.recompute == Recompute::kFull ? recomputed : layers);
   });
