@@ -336,8 +336,9 @@ void add_deepspeed_moe_mlp(TensorList* lp, const Model& m) {
 
 TensorList op_sac_saved_tensors(const Model& m, bool flash) {
   // pytorch/torchtitan@9dec370 torchtitan/parallelisms/parallelize_llama.py:214-285 (the policy
-  // torchtitan's published Llama 3.1 benchmarks ran; the same at b5bcd76c torchtitan/distributed/
-  // activation_checkpoint.py): MUST_SAVE the outputs of aten.mm, SDPA (flash or efficient) and a few
+  // torchtitan's published Llama 3.1 benchmarks ran; b5bcd76c keeps the every-second-mm rule,
+  // torchtitan/distributed/activation_checkpoint.py:243-273, with a wider save set of PyTorch's
+  // compute-intensive ops, not checked op by op here): MUST_SAVE the outputs of aten.mm, SDPA (flash or efficient) and a few
   // others, except every second mm of the block (a per-checkpoint count: 1st, 3rd, 5th, 7th are
   // kept); PREFER_RECOMPUTE the rest. A Llama block runs its linears as wq, wk, wv, wo
   // (torchtitan/models/llama/model.py Attention.forward), then w1, w3, w2 (FeedForward:
