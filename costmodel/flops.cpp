@@ -107,20 +107,21 @@ double recompute_flops(const Model& m, double b, double s, Recompute r, bool fla
   return m.num_layers * per_layer;
 }
 
+double op_sac_recompute_share(const Model& m, std::string_view n) {
+  if (n == "qkv") return double(m.kv_width()) / double(m.q_width() + 2 * m.kv_width());
+  if (n == "out_proj") return 1;
+  if (n == "fc1") return m.gated() ? 0.5 : 0;
+  if (n == "fc2") return m.gated() ? 0 : 1;
+  return 0;
+}
+
 double op_sac_recompute_flops(const Model& m, double b, double s, bool flash) {
-  // torchtitan's per-op selective checkpointing re-runs the even mm's of a
-  // block: wk (its share of the fused QKV), wo, and w3 (half the fused gated
-  // fc1) or a plain MLP's w2 (costmodel/activations.cpp op_sac_saved_tensors);
-  // flash attention's backward recomputes the scores, as with any policy.
+  // The re-run GEMM shares; flash attention's backward recomputes the scores,
+  // as with any policy.
   double linears = 0, core = 0;
-  for (const Gemm& g : layer_gemms(m, b, s, 1)) {
-    const std::string_view n = g.name;
+  for (const Gemm& g : layer_gemms(m, b, s, 1))
     if (g.core_attention) core += g.flops();
-    else if (n == "qkv") linears += g.flops() * double(m.kv_width()) / double(m.q_width() + 2 * m.kv_width());
-    else if (n == "out_proj") linears += g.flops();
-    else if (n == "fc1" && m.gated()) linears += g.flops() / 2;
-    else if (n == "fc2" && !m.gated()) linears += g.flops();
-  }
+    else linears += g.flops() * op_sac_recompute_share(m, g.name);
   return m.num_layers * (linears + (flash ? 0.5 * core : 0));
 }
 

@@ -11,6 +11,8 @@
 // All counts are doubles: a GPT-3 iteration is ~3e21 FLOPs, beyond int64.
 #pragma once
 
+#include <string_view>
+
 #include <array>
 
 #include "costmodel/activations.hpp"
@@ -75,6 +77,11 @@ double backward_flops(const Model& m, double b, double s);
 // full_fraction: the share of layers full recomputation re-runs (Megatron's
 // block method re-runs the first recompute_layers of each chunk only).
 double recompute_flops(const Model& m, double b, double s, Recompute r, bool flash, double full_fraction = 1.0);
+// The share of a layer GEMM (by its layer_gemms name) that torchtitan's per-op
+// selective checkpointing re-runs in the backward: the even mm's of a block,
+// wk (its share of the fused QKV), wo, and w3 (half the fused gated fc1) or a
+// plain MLP's w2 (costmodel/activations.cpp op_sac_saved_tensors); 0 for the rest.
+double op_sac_recompute_share(const Model& m, std::string_view gemm);
 // The FLOPs torchtitan's per-op selective checkpointing re-runs (dense model, tp = 1).
 double op_sac_recompute_flops(const Model& m, double b, double s, bool flash);
 

@@ -297,25 +297,20 @@ LayerTime layer_forward_time(const Model& m, const Training& t, const Layout& l,
     }
   r.total += r.linear;
   // Per-op selective checkpointing (torchtitan's "op" policy): the backward
-  // re-runs the even mm's of the block (wk, wo, and w3 of a gated MLP or w2
-  // of a plain one: costmodel/activations.cpp op_sac_saved_tensors) from the
-  // fused shapes' shares of their GEMMs, and the memory-bound ops below.
+  // re-runs the fused GEMMs' shares op_sac_recompute_share gives, and the
+  // memory-bound ops below.
+  const bool op_sac = profile(t.framework).act.op_sac;
   double op_sac_linears = 0;
-  if (profile(t.framework).act.op_sac)
-    for (const Gemm& x : gc) {
-      const std::string_view n = x.name;
-      if (n == "qkv") op_sac_linears += time(x) * double(m.kv_width()) / double(m.q_width() + 2 * m.kv_width());
-      else if (n == "out_proj") op_sac_linears += time(x);
-      else if (n == "fc1" && m.gated()) op_sac_linears += time(x) / 2;
-      else if (n == "fc2" && !m.gated()) op_sac_linears += time(x);
-    }
+  if (op_sac)
+    for (const Gemm& x : gc)
+      if (!x.core_attention) op_sac_linears += time(x) * op_sac_recompute_share(m, x.name);
   for (const Gemm& x : g)
     if (x.core_attention && !t.flash_attention) r.core += attention_gemm_time(x, c, ab);
   if (t.flash_attention) r.core += flash_attention_time(g, m, t, l, c);
   r.core += memory_bound_time(attention_core_memory_bound_bytes(m, t, l), c);
   const double memory_bound = memory_bound_time(layer_memory_bound_bytes(m, t, l, kind), c);
   r.total += r.core + memory_bound;
-  if (profile(t.framework).act.op_sac) r.op_sac_recompute = op_sac_linears + memory_bound;
+  if (op_sac) r.op_sac_recompute = op_sac_linears + memory_bound;
   return r;
 }
 

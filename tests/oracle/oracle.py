@@ -117,20 +117,41 @@ class TritonRMSNorm(torch.autograd.Function):
         raise NotImplementedError
 
 
+def flash_forward(q, k, v, b, s):
+    """Causal attention as the flash kernel computes it: q [b*s, a, d], k and v [b*s, g, d] ->
+    the output [b*s, a, d] in q's dtype and the fp32 log-sum-exp [b, a, s]."""
+    a, d, g = q.shape[1], q.shape[2], k.shape[1]
+    qh = q.reshape(b, s, a, d).transpose(1, 2).float()
+    kh = k.reshape(b, s, g, d).transpose(1, 2).float().repeat_interleave(a // g, dim=1)
+    vh = v.reshape(b, s, g, d).transpose(1, 2).float().repeat_interleave(a // g, dim=1)
+    scores = qh @ kh.transpose(-1, -2) / math.sqrt(d)
+    scores = scores.masked_fill(torch.ones(s, s, dtype=torch.bool).triu(1), float("-inf"))
+    lse = torch.logsumexp(scores, -1)  # [b, a, s] fp32
+    out = (torch.softmax(scores, -1) @ vh).transpose(1, 2).reshape(b * s, a, d).to(q.dtype).contiguous()
+    return out, lse
+
+
+def titan_qkv(x, norm_w, wq, wk, wv, cache, a, g, d):
+    """torchtitan's attention input: the fused RMSNorm, the q, k, v linears and ComplexRoPE on q and k
+    (rope.py:260-264 apply_rotary_emb), as [b, s, heads, d]."""
+    b, s = x.shape[0], x.shape[1]
+    xn = FusedRMSNorm.apply(x, norm_w, 1e-6)
+    q = F.linear(xn, wq).view(b, s, a, d)
+    k = F.linear(xn, wk).view(b, s, g, d)
+    v = F.linear(xn, wv).view(b, s, g, d)
+    cc = cache[None, :, None, :]
+    q = torch.view_as_real(torch.view_as_complex(q.float().reshape(b, s, a, -1, 2)) * cc).flatten(-2).type_as(q)
+    k = torch.view_as_real(torch.view_as_complex(k.float().reshape(b, s, g, -1, 2)) * cc).flatten(-2).type_as(k)
+    return q, k, v
+
+
 class FlashAttn(torch.autograd.Function):
     """flash_attn_varlen_func forward: saves q, k, v, out, softmax_lse (fp32 [b, a, s])."""
 
     @staticmethod
     def forward(ctx, q, k, v, b, s):
         # q [b*s, a, d], k and v [b*s, g, d] (views as the caller passes them).
-        a, d, g = q.shape[1], q.shape[2], k.shape[1]
-        qh = q.reshape(b, s, a, d).transpose(1, 2).float()
-        kh = k.reshape(b, s, g, d).transpose(1, 2).float().repeat_interleave(a // g, dim=1)
-        vh = v.reshape(b, s, g, d).transpose(1, 2).float().repeat_interleave(a // g, dim=1)
-        scores = qh @ kh.transpose(-1, -2) / math.sqrt(d)
-        scores = scores.masked_fill(torch.ones(s, s, dtype=torch.bool).triu(1), float("-inf"))
-        lse = torch.logsumexp(scores, -1)  # [b, a, s] fp32
-        out = (torch.softmax(scores, -1) @ vh).transpose(1, 2).reshape(b * s, a, d).to(q.dtype).contiguous()
+        out, lse = flash_forward(q, k, v, b, s)
         ctx.save_for_backward(q, k, v, out, lse)
         return out
 
@@ -312,28 +333,12 @@ def titan_op_sac_layer(h, heads, kv, ffn, s, b, dtype=torch.bfloat16):
                 other_saved.append(str(func))
             return out
 
-    def sdpa(q, k, v):
-        # Outside the policy's view: one SDPA op, whose two outputs are kept.
-        qh = q.transpose(1, 2).float()
-        kh = k.transpose(1, 2).float().repeat_interleave(a // g, dim=1)
-        vh = v.transpose(1, 2).float().repeat_interleave(a // g, dim=1)
-        scores = qh @ kh.transpose(-1, -2) / math.sqrt(d)
-        scores = scores.masked_fill(torch.ones(s, s, dtype=torch.bool).triu(1), float("-inf"))
-        lse = torch.logsumexp(scores, -1)  # [b, a, s] fp32
-        out = (torch.softmax(scores, -1) @ vh).to(q.dtype).transpose(1, 2).contiguous()
-        kept.extend([out.numel() * out.element_size(), lse.numel() * lse.element_size()])
-        return out
-
     with torch.no_grad():
         with OpPolicy():
-            xn = FusedRMSNorm.apply(x, n1, 1e-6)
-            q = F.linear(xn, wq).view(b, s, a, d)
-            k = F.linear(xn, wk).view(b, s, g, d)
-            v = F.linear(xn, wv).view(b, s, g, d)
-            cc = cache[None, :, None, :]
-            q = torch.view_as_real(torch.view_as_complex(q.float().reshape(b, s, a, -1, 2)) * cc).flatten(-2).type_as(q)
-            k = torch.view_as_real(torch.view_as_complex(k.float().reshape(b, s, g, -1, 2)) * cc).flatten(-2).type_as(k)
-        out = sdpa(q, k, v)
+            q, k, v = titan_qkv(x, n1, wq, wk, wv, cache, a, g, d)
+        # Outside the policy's view: one SDPA op, whose two outputs are kept.
+        out, lse = flash_forward(q.reshape(b * s, a, d), k.reshape(b * s, g, d), v.reshape(b * s, g, d), b, s)
+        kept.extend([out.numel() * out.element_size(), lse.numel() * lse.element_size()])
         with OpPolicy():
             hid = x + F.linear(out.reshape(b, s, a * d), wo)
             hn = FusedRMSNorm.apply(hid, n2, 1e-6)
@@ -386,13 +391,7 @@ def titan_moe_layer(h, heads, kv, moe_ffn, experts, top_k, shared, s, b, score="
     x = torch.randn(b, s, h, dtype=dtype, requires_grad=True)
     counter = SavedCounter([n1, n2, wq, wk, wv, wo, gate, w1, w3, w2, sw1, sw3, sw2, cache, expert_bias])
     with counter.hooks():
-        xn = FusedRMSNorm.apply(x, n1, 1e-6)
-        q = F.linear(xn, wq).view(b, s, a, d)
-        k = F.linear(xn, wk).view(b, s, g, d)
-        v = F.linear(xn, wv).view(b, s, g, d)
-        cc = cache[None, :, None, :]
-        q = torch.view_as_real(torch.view_as_complex(q.float().reshape(b, s, a, -1, 2)) * cc).flatten(-2).type_as(q)
-        k = torch.view_as_real(torch.view_as_complex(k.float().reshape(b, s, g, -1, 2)) * cc).flatten(-2).type_as(k)
+        q, k, v = titan_qkv(x, n1, wq, wk, wv, cache, a, g, d)
         out = FlashAttn.apply(q.reshape(b * s, a, d), k.reshape(b * s, g, d), v.reshape(b * s, g, d), b, s)
         hid = x + F.linear(out.view(b, s, a * d), wo)
         x_td = FusedRMSNorm.apply(hid, n2, 1e-6).view(b * s, h)
