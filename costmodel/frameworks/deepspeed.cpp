@@ -103,7 +103,9 @@ Profile with_eager_loss_backward(Profile p) {
   p.loss.backward_fp32_extra = 2;
   p.loss.backward = "pytorch aten nll_loss_backward (a dense fp32 gradient) and _log_softmax_backward_data (a new "
                     "fp32 output) while log_softmax's output is saved (tests/oracle measures the peak); the logits die "
-                    "with the forward's outputs (huggingface/transformers Trainer.training_step: compute_loss returns the loss)";
+                    "with the forward's outputs before the backward (huggingface/transformers@000945a9 "
+                    "src/transformers/trainer.py Trainer.compute_loss: `return (loss, outputs) if return_outputs else "
+                    "loss`; Trainer.training_step: compute_loss, then self.accelerator.backward(loss))";
   p.loss.backward_logits_stranded = true;
   return p;
 }
