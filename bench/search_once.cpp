@@ -6,6 +6,9 @@
 //   paraplan_search_once SPEC --all      the same with the spec's search: block removed
 //   paraplan_search_once SPEC --evaluate LAYOUT N   N evaluations of LAYOUT
 //   paraplan_search_once SPEC --load     only loads the spec (the baseline to subtract)
+//   paraplan_search_once SPEC --dump [FRAMEWORK]  the --all search's every candidate, in rank
+//        order, with its peak bytes and step time to the last bit (%a): an exact
+//        before/after check for a change meant to make the search faster only
 // Prints the evaluated count (or the sum of the step times, so nothing is optimised away).
 #include <cstdio>
 #include <cstdlib>
@@ -33,6 +36,20 @@ int main(int argc, char** argv) {
       double sum = 0;
       for (int i = 0; i < n; ++i) sum += paraplan::evaluate(s, l).time.step_s;
       std::printf("%g\n", sum);
+      return 0;
+    }
+    if (mode == "--dump") {
+      s.search = paraplan::SearchSpace{};
+      s.search.allow_tp_across_nodes = false;
+      if (argc > 3) {
+        if (!paraplan::parse_framework(argv[3], &s.training.framework))
+          throw std::runtime_error(std::string("unknown framework ") + argv[3]);
+      }
+      const paraplan::Plan p = paraplan::make_plan(s);
+      for (const paraplan::Candidate& c : p.candidates)
+        std::printf("%s %d %lld %a %d %u\n", paraplan::to_string(c.layout).c_str(), c.peak_stage,
+                    static_cast<long long>(c.peak_bytes), c.time.step_s, int(c.fits), unsigned(c.time.warnings));
+      std::printf("%lld evaluated, %lld feasible\n", static_cast<long long>(p.evaluated), static_cast<long long>(p.feasible));
       return 0;
     }
     if (mode == "--all") {
