@@ -91,20 +91,28 @@ double forward_flops(const Model& m, double b, double s) {
 
 double backward_flops(const Model& m, double b, double s) { return 2 * forward_flops(m, b, s); }
 
-double recompute_flops(const Model& m, double b, double s, Recompute r, bool flash, double full_fraction) {
-  double core = 0;
+RecomputeFlopsParts recompute_flops_parts(const Model& m, double b, double s) {
+  RecomputeFlopsParts p;
   for (const Gemm& g : layer_gemms(m, b, s, 1))
-    if (g.core_attention) core += g.flops();
+    if (g.core_attention) p.core += g.flops();
   // With experts, the average layer (dense and MoE layers alike re-run under full recompute).
   const int moe = model_moe_layers(m);
-  const double layer = moe == 0 ? layer_forward_flops(m, b, s)
-                                : ((m.num_layers - moe) * layer_forward_flops(m, b, s) +
-                                   moe * layer_forward_flops(m, b, s, LayerKind::kMoe)) / m.num_layers;
+  p.layer = moe == 0 ? layer_forward_flops(m, b, s)
+                     : ((m.num_layers - moe) * layer_forward_flops(m, b, s) +
+                        moe * layer_forward_flops(m, b, s, LayerKind::kMoe)) / m.num_layers;
+  return p;
+}
+
+double recompute_flops(const Model& m, const RecomputeFlopsParts& p, Recompute r, bool flash, double full_fraction) {
   double per_layer = 0;
-  if (r == Recompute::kFull) per_layer += full_fraction * layer;
-  if (r == Recompute::kSelective) per_layer += core;
-  if (flash) per_layer += 0.5 * core;
+  if (r == Recompute::kFull) per_layer += full_fraction * p.layer;
+  if (r == Recompute::kSelective) per_layer += p.core;
+  if (flash) per_layer += 0.5 * p.core;
   return m.num_layers * per_layer;
+}
+
+double recompute_flops(const Model& m, double b, double s, Recompute r, bool flash, double full_fraction) {
+  return recompute_flops(m, recompute_flops_parts(m, b, s), r, flash, full_fraction);
 }
 
 double op_sac_recompute_share(const Model& m, std::string_view n) {

@@ -77,6 +77,14 @@ double backward_flops(const Model& m, double b, double s);
 // full_fraction: the share of layers full recomputation re-runs (Megatron's
 // block method re-runs the first recompute_layers of each chunk only).
 double recompute_flops(const Model& m, double b, double s, Recompute r, bool flash, double full_fraction = 1.0);
+// The same in two steps, for a search that prices many layouts of one model:
+// the per-layer FLOPs (the attention core's, an average layer's forward), then
+// the recomputation's extra from them (recompute_flops = the second of the first).
+struct RecomputeFlopsParts {
+  double core = 0, layer = 0;
+};
+RecomputeFlopsParts recompute_flops_parts(const Model& m, double b, double s);
+double recompute_flops(const Model& m, const RecomputeFlopsParts& p, Recompute r, bool flash, double full_fraction);
 // The share of a layer GEMM (by its layer_gemms name) that torchtitan's per-op
 // selective checkpointing re-runs in the backward: the even mm's of a block,
 // wk (its share of the fused QKV), wo, and w3 (half the fused gated fc1) or a

@@ -18,9 +18,10 @@ template <class V, int N>
 class LayoutMemo {
  public:
   // The value for `key` under `spec`, computed by `compute()` on a miss. A
-  // memo serves one Spec: another one clears it.
+  // memo serves one Spec: another one clears it. The reference holds until
+  // the next get().
   template <class F>
-  V get(const Spec* spec, const Layout& key, F&& compute) {
+  const V& get(const Spec* spec, const Layout& key, F&& compute) {
     if (spec != spec_) spec_ = spec, used_ = 0;
     for (int i = 0; i < used_; ++i)
       if (keys_[i] == key) return values_[i];

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <string_view>
 
@@ -156,6 +157,14 @@ struct LayerMemory {
   // What the first stage saves for the embedding and the output layer's rank
   // for the final norm and output layer, per micro-batch in flight.
   std::int64_t embedding = 0, head = 0;
+  // stage_params() of the stages peak_memory walks (0, 1 and the last; -1: none).
+  std::array<StageParams, 3> params{};
+  std::array<int, 3> params_stage{-1, -1, -1};
+  StageParams params_of(const Model& m, const Layout& l, int stage, bool mtp) const {
+    for (int i = 0; i < 3; ++i)
+      if (params_stage[i] == stage) return params[i];
+    return stage_params(m, l, stage, mtp);
+  }
 };
 
 LayerMemory layer_memory(const Spec& s, const Layout& l) {
@@ -203,6 +212,11 @@ LayerMemory layer_memory(const Spec& s, const Layout& l) {
   r.loss_stage = loss_stage(m, l);
   for (const SavedTensor& x : embedding_saved_tensors(m)) r.embedding += tensor_bytes(x, a);
   for (const SavedTensor& x : output_saved_tensors(m)) r.head += tensor_bytes(x, a);
+  if (!(l.balance == StageBalance::kCost && l.pp > 1)) {
+    const int stages[3] = {0, std::min(1, l.pp - 1), l.pp - 1};
+    for (int i = 0; i < 3; ++i)
+      if (i == 0 || stages[i] != stages[i - 1]) r.params_stage[i] = stages[i], r.params[i] = stage_params(m, l, stages[i], t.mtp);
+  }
   return r;
 }
 
@@ -219,7 +233,9 @@ template <class Sink>
 void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, const LayerMemory* layer_memory_given) {
   const Model& m = s.model;
   const Training& t = s.training;
-  const LayerMemory lm = layer_memory_given ? *layer_memory_given : layer_memory(s, l);
+  LayerMemory computed;
+  if (!layer_memory_given) computed = layer_memory(s, l);
+  const LayerMemory& lm = layer_memory_given ? *layer_memory_given : computed;
   if (lm.saturated) {
     // Too large to count exactly: one term, and the layout never fits.
     out.add(Category::kActivations, "beyond 2^60 bytes (1 EiB) per GPU", kSaturatedBytes, [&] {
@@ -228,7 +244,7 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
     });
     return;
   }
-  const StageParams sp = stage_params(m, l, stage, t.mtp);
+  const StageParams sp = lm.params_of(m, l, stage, t.mtp);
   const std::int64_t psi = sp.total();
   const Profile& prof = profile(t.framework);
   const int wbytes = dtype_bytes(t.precision), gbytes = dtype_bytes(t.grad_dtype);
@@ -769,8 +785,10 @@ PeakMemory peak_memory(const Spec& s, const Layout& l, MemoryCache* cache) {
   // the stage), so the heaviest is stage 0, 1 or the last: three evaluations
   // instead of pp (a 720-stage pipeline costs the same as a 3-stage one).
   PeakMemory p{0, -1};
-  const LayerMemory lm = cache ? cache->impl().layers.get(&s, layer_memory_key(l), [&] { return layer_memory(s, l); })
-                               : layer_memory(s, l);
+  LayerMemory computed;
+  if (!cache) computed = layer_memory(s, l);
+  const LayerMemory& lm =
+      cache ? cache->impl().layers.get(&s, layer_memory_key(l), [&] { return layer_memory(s, l); }) : computed;
   if (l.balance == StageBalance::kCost && l.pp > 1) {
     // nanotron's compute-cost split gives every rank its own count: all of them.
     for (int i = 0; i < l.pp; ++i)

@@ -731,7 +731,59 @@ struct PerLayer {
   // The ranks of the output layer, the fp32 cast and the loss (the last,
   // unless a compute-cost split puts them earlier; CostSplit).
   int output_stage = 0, cast_stage = 0, loss_stage = 0;
+  Groups groups;  // place_groups() of the layout
+  // What a stage costs per micro-batch whatever its ZeRO stage and
+  // recomputation (stage_fixed), kept for the stages estimate_time walks:
+  // 0, 1 and the last (stage -1: not kept).
+  struct StageFixed {
+    int stage = -1;
+    double layers = 0, moe_layers = 0;
+    StageParams sp;
+    double embedding = 0, head_forward = 0, head_backward = 0, loss_forward = 0, loss_backward = 0;
+    double tp_edges = 0;  // tp_embedding_output_comm_time of the stage
+    double pp = 0;        // pipeline sends (and the logits' between split output and loss ranks)
+  };
+  std::array<StageFixed, 3> fixed;
+  const StageFixed* fixed_of(int stage) const {
+    for (const StageFixed& f : fixed)
+      if (f.stage == stage) return &f;
+    return nullptr;
+  }
+  // The model's FLOPs per step and recomputation's parts (the spec's alone).
+  double model_flops = 0, op_sac_flops = 0;
+  RecomputeFlopsParts recompute_parts;
 };
+
+// The stage's PerLayer::StageFixed.
+PerLayer::StageFixed stage_fixed(const Spec& s, const Layout& l, int stage, const Groups& g, const PerLayer& pl) {
+  const Model& m = s.model;
+  const Training& t = s.training;
+  const Cluster& c = s.cluster;
+  PerLayer::StageFixed f;
+  f.stage = stage;
+  f.layers = double(stage_layers(m, l, stage));
+  f.moe_layers = m.is_moe() ? double(stage_moe_layers(m, l, stage)) : 0.0;
+  f.sp = stage_params(m, l, stage, t.mtp);
+  const bool first = stage == 0, holds_output = stage == pl.output_stage, holds_loss = stage == pl.loss_stage;
+  if (first) f.embedding = embedding_forward_time(m, t, l, c);
+  if (holds_output) f.head_forward = output_head_forward_time(m, t, l, c), f.head_backward = output_head_backward_time(m, t, l, c);
+  if (holds_loss) f.loss_forward = loss_forward_time(m, t, l, c), f.loss_backward = loss_backward_time(m, t, l, c);
+  f.tp_edges = tp_embedding_output_comm_time(m, t, l, c, g.tp, first, holds_output);
+  f.pp = pipeline_p2p_time(m, t, l, c, g.pp, g.tp);
+  const int out_stage = pl.output_stage, ce_stage = pl.loss_stage;
+  if (out_stage != ce_stage && stage >= out_stage) {
+    // nanotron's split with the lm_head, the fp32 cast and the loss on
+    // different ranks: the logits go down the pipeline (bf16 to the cast's
+    // rank, fp32 on to the loss's) and their gradients come back; each rank
+    // pays for the transfers it sends or receives.
+    const double logits = tokens(t, l) * double((m.vocab_size + l.tp - 1) / l.tp);
+    const int cast = pl.cast_stage;
+    const double bf16 = group_p2p_time(c, g.pp, logits * act_bytes(t)), fp32 = group_p2p_time(c, g.pp, logits * 4);
+    if (stage == out_stage || stage == cast) f.pp += 2 * bf16;
+    if (cast != ce_stage && (stage == cast || stage == ce_stage)) f.pp += 2 * fp32;
+  }
+  return f;
+}
 
 PerLayer per_layer(const Spec& s, const Layout& l, const Groups& g) {
   PerLayer p;
@@ -747,7 +799,17 @@ PerLayer per_layer(const Spec& s, const Layout& l, const Groups& g) {
   if (l.balance == StageBalance::kCost && l.pp > 1) {
     const CostSplit cs = cost_split(s.model, l.pp);
     p.output_stage = cs.head_stage, p.cast_stage = cs.cast_stage, p.loss_stage = cs.loss_stage;
+  } else {
+    const int stages[3] = {0, std::min(1, l.pp - 1), l.pp - 1};
+    for (int i = 0; i < 3; ++i)
+      if (i == 0 || stages[i] != stages[i - 1]) p.fixed[i] = stage_fixed(s, l, stages[i], g, p);
   }
+  p.groups = g;
+  const Training& t = s.training;
+  p.model_flops = model_flops_per_step(s.model, t);
+  p.recompute_parts = recompute_flops_parts(s.model, t.global_batch_size, t.seq_length);
+  if (profile(t.framework).act.op_sac)
+    p.op_sac_flops = op_sac_recompute_flops(s.model, t.global_batch_size, t.seq_length, t.flash_attention);
   return p;
 }
 
@@ -779,18 +841,23 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
   const bool first = stage == 0;
   const int out_stage = pl.output_stage, ce_stage = pl.loss_stage;
   const bool holds_output = stage == out_stage, holds_loss = stage == ce_stage;
-  const double layers = double(stage_layers(m, l, stage));
+  PerLayer::StageFixed computed;
+  const PerLayer::StageFixed* kept = pl.fixed_of(stage);
+  if (!kept) computed = stage_fixed(s, l, stage, g, pl);
+  const PerLayer::StageFixed& fx = kept ? *kept : computed;
+  const double layers = fx.layers;
   // With experts, the stage's average layer: its MoE layers' share of the MoE
   // layer's times, the rest a dense layer's.
-  const double moe_layers = m.is_moe() ? double(stage_moe_layers(m, l, stage)) : 0.0;
+  const double moe_layers = fx.moe_layers;
   const double w = layers > 0 ? moe_layers / layers : 0.0;
   const LayerTime f = w > 0 ? mix(pl.forward, pl.moe_forward, w) : pl.forward;
   const TpLayerComm tpc = w > 0 ? TpLayerComm{pl.tp.forward_s * (1 - w) + pl.moe_tp.forward_s * w,
                                               pl.tp.backward_s * (1 - w) + pl.moe_tp.backward_s * w}
                                 : pl.tp;
-  const TimeVariant& tv = profile(t.framework).time;
+  const Profile& prof = profile(t.framework);
+  const TimeVariant& tv = prof.time;
   StageMicrobatch r;
-  const StageParams sp = stage_params(m, l, stage, t.mtp);
+  const StageParams& sp = fx.sp;
   r.params = double(sp.total());
   r.dp_params = r.optimizer_params = r.params;
   if (const double experts = double(sp.experts()); experts > 0) {
@@ -802,9 +869,10 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
   // Layers the backward re-runs whole (full recompute: all, or with the block
   // method the first recompute_layers of each chunk).
   double recomputed = 0;
-  for (int c = 0; c < l.vpp; ++c) recomputed += recomputed_layers(l, chunk_layers(int(layers), l, stage, c));
+  if (l.recompute == Recompute::kFull)
+    for (int c = 0; c < l.vpp; ++c) recomputed += recomputed_layers(l, chunk_layers(int(layers), l, stage, c));
   const double recompute_s =
-      l.recompute == Recompute::kFull ? recomputed * f.total : layers * layer_recompute_time(f, l.recompute, profile(t.framework).act.op_sac);
+      l.recompute == Recompute::kFull ? recomputed * f.total : layers * layer_recompute_time(f, l.recompute, prof.act.op_sac);
   r.backward_s = layers * layer_backward_time(f, t.flash_attention) + recompute_s;
   sink.add("linear GEMMs", layers * (f.linear + f.linear_backward), [&] {
     const bool fp8 = fp8_gemms(t, c);
@@ -834,7 +902,7 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
                                                : std::string());
   }, tv.layer_copies);
   sink.add("recompute", recompute_s, [&] {
-    if (l.recompute == Recompute::kSelective && profile(t.framework).act.op_sac)
+    if (l.recompute == Recompute::kSelective && prof.act.op_sac)
       return fmt::format("per-op selective: {:g} layers x {:.3f} ms (the unkept linears: wk, wo and {} of a {} MLP, and "
                          "every memory-bound op; not the attention)",
                          layers, f.op_sac_recompute * 1e3, m.gated() ? "w3" : "w2", m.gated() ? "gated" : "plain");
@@ -848,19 +916,19 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
     sink.add(name, fwd + bwd, formula, source);
   };
   if (first) {
-    const double e = embedding_forward_time(m, t, l, c);
+    const double e = fx.embedding;
     // The backward scatter-adds the gradient into the embedding rows: 2x the lookup.
     block("embedding", e, 2 * e, [&] { return fmt::format("lookup {:.3f} ms + gradient scatter-add 2x", e * 1e3); });
   }
   if (holds_output) {
-    const double fo = output_head_forward_time(m, t, l, c), bo = output_head_backward_time(m, t, l, c);
+    const double fo = fx.head_forward, bo = fx.head_backward;
     block("output layer", fo, bo, [&] {
       return fmt::format("final norm + logits GEMM over vocab/tp {}: forward {:.3f} ms + backward {:.3f} ms",
                          (m.vocab_size + l.tp - 1) / l.tp, fo * 1e3, bo * 1e3);
     });
   }
   if (holds_loss) {
-    block("cross-entropy", loss_forward_time(m, t, l, c), loss_backward_time(m, t, l, c), [&] {
+    block("cross-entropy", fx.loss_forward, fx.loss_backward, [&] {
       const int f = tv.ce_forward(t.cross_entropy_fusion), b = tv.ce_backward(t.cross_entropy_fusion);
       return fmt::format("{} + {} B per logit (the fp32 cast and {} + {} fp32 passes) x s/cp x b x vocab/tp",
                          ce_bytes_per_logit(t, f), ce_bytes_per_logit(t, b), f, b);
@@ -907,8 +975,7 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
   }
   // The layers' TP collectives, exposed after the framework's overlap, + the
   // forward's again for each recomputed layer (Korthikanti et al. 2022 §5).
-  r.tp_comm_s = layers * (tpc.forward_s + tpc.backward_s) + recomputed * tpc.forward_s +
-                tp_embedding_output_comm_time(m, t, l, c, g.tp, first, holds_output);
+  r.tp_comm_s = layers * (tpc.forward_s + tpc.backward_s) + recomputed * tpc.forward_s + fx.tp_edges;
   if (mtp) {
     // The MTP layer's collectives, eh_proj's output all-gather (gather_from_tensor_model_parallel_region,
     // multi_token_prediction.py:1352) and the output layer's and loss's again.
@@ -931,23 +998,12 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
                          "per rank over ep {} ({} node{}), etp {}, {} at {:g}x the mean",
                          moe_layers, pl.ep_forward_s * 1e3, pl.ep_backward_s * 1e3, moe_alltoall_bytes(m, t, l) / 1e6, l.ep,
                          g.ep.nodes, g.ep.nodes > 1 ? "s" : "", l.expert_tp(),
-                         profile(t.framework).moe_padded_to_capacity ? "every expert's buffer padded to its capacity"
-                                                                     : "the busiest expert rank",
-                         moe_expert_load(profile(t.framework), t, l.ep));
+                         prof.moe_padded_to_capacity ? "every expert's buffer padded to its capacity"
+                                                     : "the busiest expert rank",
+                         moe_expert_load(prof, t, l.ep));
     }, tv.moe_alltoall);
   }
-  r.pp_comm_s = pipeline_p2p_time(m, t, l, c, g.pp, g.tp);
-  if (out_stage != ce_stage && stage >= out_stage) {
-    // nanotron's split with the lm_head, the fp32 cast and the loss on
-    // different ranks: the logits go down the pipeline (bf16 to the cast's
-    // rank, fp32 on to the loss's) and their gradients come back; each rank
-    // pays for the transfers it sends or receives.
-    const double logits = tokens(t, l) * double((m.vocab_size + l.tp - 1) / l.tp);
-    const int cast = pl.cast_stage;
-    const double bf16 = group_p2p_time(c, g.pp, logits * act_bytes(t)), fp32 = group_p2p_time(c, g.pp, logits * 4);
-    if (stage == out_stage || stage == cast) r.pp_comm_s += 2 * bf16;
-    if (cast != ce_stage && (stage == cast || stage == ce_stage)) r.pp_comm_s += 2 * fp32;
-  }
+  r.pp_comm_s = fx.pp;
   sink.add("pipeline sends", r.pp_comm_s, [&] {
     return fmt::format("2 x vpp {} sends of {:.4g} MB per micro-batch{}", l.vpp, pipeline_send_bytes(m, t, l) / 1e6,
                        out_stage != ce_stage && stage >= out_stage ? ", + the logits between the output and loss ranks" : "");
@@ -1039,7 +1095,6 @@ TimeCache::TimeCache() : impl_(std::make_unique<Impl>()) {}
 TimeCache::~TimeCache() = default;
 
 StepTime estimate_time(const Spec& s, const Layout& l, TimeCache* cache) {
-  const Groups g = place_groups(s.cluster, l);
   StepTime r;
   r.microbatches = num_microbatches(s, l);
   const double m = r.microbatches;
@@ -1049,8 +1104,12 @@ StepTime estimate_time(const Spec& s, const Layout& l, TimeCache* cache) {
   // (stage 1), the last. nanotron's compute-cost split gives every rank its
   // own contents: all of them.
   const int last = l.pp - 1;
-  const PerLayer layer = cache ? cache->impl().layers.get(&s, per_layer_key(l), [&] { return per_layer(s, l, g); })
-                                : per_layer(s, l, g);
+  PerLayer computed;
+  if (!cache) computed = per_layer(s, l, place_groups(s.cluster, l));
+  const PerLayer& layer = cache ? cache->impl().layers.get(&s, per_layer_key(l),
+                                                          [&] { return per_layer(s, l, place_groups(s.cluster, l)); })
+                                : computed;
+  const Groups& g = layer.groups;
   const bool every = l.balance == StageBalance::kCost && l.pp > 1;
   double all = 0, tail = -1, tail_params = 0, tail_dp = 0, tail_opt = 0;
   StageMicrobatch crit;
@@ -1097,13 +1156,12 @@ StepTime estimate_time(const Spec& s, const Layout& l, TimeCache* cache) {
 
   const Training& t = s.training;
   const double gpus = l.gpus(), peak = s.cluster.gpu.peak_tflops_bf16 * 1e12;
-  r.model_flops_per_step = model_flops_per_step(s.model, t);
+  r.model_flops_per_step = layer.model_flops;  // model_flops_per_step()
   r.hardware_flops_per_step =  // = hardware_flops_per_step(), without recounting the model FLOPs
       r.model_flops_per_step +
       (profile(t.framework).act.op_sac && l.recompute == Recompute::kSelective
-           ? op_sac_recompute_flops(s.model, t.global_batch_size, t.seq_length, t.flash_attention)
-           : recompute_flops(s.model, t.global_batch_size, t.seq_length, l.recompute, t.flash_attention,
-                             recomputed_fraction(s.model, l)));
+           ? layer.op_sac_flops  // op_sac_recompute_flops()
+           : recompute_flops(s.model, layer.recompute_parts, l.recompute, t.flash_attention, recomputed_fraction(s.model, l)));
   r.tokens_per_s = double(t.global_batch_size) * t.seq_length / r.step_s;
   r.tflops_per_gpu = r.model_flops_per_step / r.step_s / gpus / 1e12;
   r.mfu = r.model_flops_per_step / (r.step_s * gpus * peak);
