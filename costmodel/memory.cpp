@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <optional>
 #include <string_view>
 
 #include "costmodel/activations.hpp"
@@ -233,9 +234,9 @@ template <class Sink>
 void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, const LayerMemory* layer_memory_given) {
   const Model& m = s.model;
   const Training& t = s.training;
-  LayerMemory computed;
-  if (!layer_memory_given) computed = layer_memory(s, l);
-  const LayerMemory& lm = layer_memory_given ? *layer_memory_given : computed;
+  std::optional<LayerMemory> computed;  // constructed only when not given
+  if (!layer_memory_given) computed.emplace(layer_memory(s, l));
+  const LayerMemory& lm = layer_memory_given ? *layer_memory_given : *computed;
   if (lm.saturated) {
     // Too large to count exactly: one term, and the layout never fits.
     out.add(Category::kActivations, "beyond 2^60 bytes (1 EiB) per GPU", kSaturatedBytes, [&] {
@@ -785,10 +786,10 @@ PeakMemory peak_memory(const Spec& s, const Layout& l, MemoryCache* cache) {
   // the stage), so the heaviest is stage 0, 1 or the last: three evaluations
   // instead of pp (a 720-stage pipeline costs the same as a 3-stage one).
   PeakMemory p{0, -1};
-  LayerMemory computed;
-  if (!cache) computed = layer_memory(s, l);
+  std::optional<LayerMemory> computed;
+  if (!cache) computed.emplace(layer_memory(s, l));
   const LayerMemory& lm =
-      cache ? cache->impl().layers.get(&s, layer_memory_key(l), [&] { return layer_memory(s, l); }) : computed;
+      cache ? cache->impl().layers.get(&s, layer_memory_key(l), [&] { return layer_memory(s, l); }) : *computed;
   if (l.balance == StageBalance::kCost && l.pp > 1) {
     // nanotron's compute-cost split gives every rank its own count: all of them.
     for (int i = 0; i < l.pp; ++i)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -633,10 +634,23 @@ struct DpStepComm {
   double gather_s = 0, gathers = 1;  // one round of parameter gathers, and how many
   double total() const { return reduce_s * reduces + gather_s * gathers; }
 };
-DpStepComm dp_step_comm(const Spec& s, const Layout& l, const GroupPlacement& g, double params) {
+// One stage's data-parallel collectives at the layout's ZeRO stage, each
+// computed once: its gradient reduction and parameter gather (one round
+// each), and their bucket counts.
+struct DpCollectives {
+  double reduce_s = 0;  // dp_grad_reduce_time
+  double gather_s = 0;  // dp_param_gather_time
+  double buckets = 1;   // bucket_count
+  double gathers = 1;   // param_gather_count
+};
+DpCollectives dp_collectives(const Spec& s, const Layout& l, const GroupPlacement& g, double params) {
+  return {dp_grad_reduce_time(s, l, g, params), dp_param_gather_time(s, l, g, params), bucket_count(s, l, params),
+          param_gather_count(s, l, params)};
+}
+
+DpStepComm dp_step_comm(const Spec& s, const Layout& l, const DpCollectives& c) {
   const double m = num_microbatches(s, l);
-  return {dp_grad_reduce_time(s, l, g, params), reduces_every_microbatch(l) ? m : 1,
-          dp_param_gather_time(s, l, g, params), l.zero >= 3 ? 2 * m : 1};
+  return {c.reduce_s, reduces_every_microbatch(l) ? m : 1, c.gather_s, l.zero >= 3 ? 2 * m : 1};
 }
 
 // DP communication a stage leaves exposed at the end of the step (ZeRO 0–2):
@@ -652,12 +666,11 @@ DpStepComm dp_step_comm(const Spec& s, const Layout& l, const GroupPlacement& g,
 // the framework does so (TimeVariant::param_gather_overlaps_forward).
 // Without overlap all of it. ZeRO-3's gathers and ZeRO-2/3's reductions are
 // per micro-batch (dp_exposed_per_microbatch_time).
-double dp_exposed_tail_time(const Spec& s, const Layout& l, const GroupPlacement& g, double params,
-                            const StageMicrobatch& mb) {
-  const double reduce = reduces_every_microbatch(l) ? 0 : dp_grad_reduce_time(s, l, g, params);
-  const double gather = (l.zero == 1 || l.zero == 2) ? dp_param_gather_time(s, l, g, params) : 0;
+double dp_exposed_tail_time(const Spec& s, const Layout& l, const DpCollectives& c, const StageMicrobatch& mb) {
+  const double reduce = reduces_every_microbatch(l) ? 0 : c.reduce_s;
+  const double gather = (l.zero == 1 || l.zero == 2) ? c.gather_s : 0;
   if (!s.training.overlap_dp_comm) return reduce + gather;
-  const double n = bucket_count(s, l, params);
+  const double n = c.buckets;
   // The gather beside the next forward only where the framework runs it there
   // (Megatron --overlap-param-gather); DeepSpeed and nanotron gather whole
   // after the step (TimeVariant::param_gather_overlaps_forward).
@@ -665,17 +678,16 @@ double dp_exposed_tail_time(const Spec& s, const Layout& l, const GroupPlacement
       profile(s.training.framework).time.param_gather_overlaps_forward && s.training.overlap_param_gather;
   const double k = overlap_contention(s.cluster);
   return bucketed_exposed(reduce, n, mb.backward_s, k) +
-         (gather_overlaps ? bucketed_exposed(gather, param_gather_count(s, l, params), mb.forward_s, k) : gather);
+         (gather_overlaps ? bucketed_exposed(gather, c.gathers, mb.forward_s, k) : gather);
 }
 
 // ZeRO-2/3 per micro-batch: its gradient reduce-scatter, overlapped with its
 // backward (after the ZeRO-3 gathers, StageMicrobatch::zero3_s, take their share).
-double dp_exposed_per_microbatch_time(const Spec& s, const Layout& l, const GroupPlacement& g, double params,
-                                      const StageMicrobatch& mb) {
+double dp_exposed_per_microbatch_time(const Spec& s, const Layout& l, const DpCollectives& c, const StageMicrobatch& mb) {
   if (!reduces_every_microbatch(l)) return mb.zero3_s;
-  if (!s.training.overlap_dp_comm) return mb.zero3_s + dp_grad_reduce_time(s, l, g, params);
-  const double hidden = std::max(0.0, mb.backward_s - (l.zero >= 3 ? dp_param_gather_time(s, l, g, params) : 0));
-  return mb.zero3_s + bucketed_exposed(dp_grad_reduce_time(s, l, g, params), bucket_count(s, l, params), hidden,
+  if (!s.training.overlap_dp_comm) return mb.zero3_s + c.reduce_s;
+  const double hidden = std::max(0.0, mb.backward_s - (l.zero >= 3 ? c.gather_s : 0));
+  return mb.zero3_s + bucketed_exposed(c.reduce_s, c.buckets, hidden,
                                        overlap_contention(s.cluster));
 }
 
@@ -687,10 +699,9 @@ double dp_exposed_per_microbatch_time(const Spec& s, const Layout& l, const Grou
 // one where it outlasts the layer before it, the hidden part slowing the layer
 // it runs beside (overlap_contention). `layers` passes of forward_s / layers
 // (backward_s / layers) each.
-double zero3_exposed_gather_time(const Spec& s, const Layout& l, const GroupPlacement& g,
-                                 double params, double layers, double forward_s, double backward_s) {
+double zero3_exposed_gather_time(const Spec& s, const Layout& l, double gather, double layers, double forward_s,
+                                 double backward_s) {
   if (l.zero < 3) return 0;
-  const double gather = dp_param_gather_time(s, l, g, params);
   if (!s.training.overlap_dp_comm) return 2 * gather;
   const double n = std::max(1.0, layers), one = gather / n, k = overlap_contention(s.cluster);
   return 2 * one + (n - 1) * (exposed_beside(one, forward_s / n, k) + exposed_beside(one, backward_s / n, k));
@@ -742,6 +753,10 @@ struct PerLayer {
     double embedding = 0, head_forward = 0, head_backward = 0, loss_forward = 0, loss_backward = 0;
     double tp_edges = 0;  // tp_embedding_output_comm_time of the stage
     double pp = 0;        // pipeline sends (and the logits' between split output and loss ranks)
+    // The stage's DP collectives per ZeRO stage 0-3, filled on first use
+    // (stage_dp): the memo's key has its ZeRO stage normalised away.
+    mutable std::array<DpCollectives, 4> dp;
+    mutable std::array<bool, 4> dp_known{};
   };
   std::array<StageFixed, 3> fixed;
   const StageFixed* fixed_of(int stage) const {
@@ -753,6 +768,16 @@ struct PerLayer {
   double model_flops = 0, op_sac_flops = 0;
   RecomputeFlopsParts recompute_parts;
 };
+
+// The stage's DP collectives (dp_collectives of its dp_params), kept in
+// PerLayer for the stages it keeps.
+const DpCollectives& stage_dp(const Spec& s, const Layout& l, const Groups& g, const PerLayer& pl, int stage, double params,
+                              DpCollectives* computed) {
+  const PerLayer::StageFixed* f = pl.fixed_of(stage);
+  if (!f || l.zero < 0 || l.zero > 3) return *computed = dp_collectives(s, l, g.dp, params);
+  if (!f->dp_known[l.zero]) f->dp[l.zero] = dp_collectives(s, l, g.dp, params), f->dp_known[l.zero] = true;
+  return f->dp[l.zero];
+}
 
 // The stage's PerLayer::StageFixed.
 PerLayer::StageFixed stage_fixed(const Spec& s, const Layout& l, int stage, const Groups& g, const PerLayer& pl) {
@@ -841,10 +866,10 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
   const bool first = stage == 0;
   const int out_stage = pl.output_stage, ce_stage = pl.loss_stage;
   const bool holds_output = stage == out_stage, holds_loss = stage == ce_stage;
-  PerLayer::StageFixed computed;
+  std::optional<PerLayer::StageFixed> computed;  // a stage PerLayer does not keep
   const PerLayer::StageFixed* kept = pl.fixed_of(stage);
-  if (!kept) computed = stage_fixed(s, l, stage, g, pl);
-  const PerLayer::StageFixed& fx = kept ? *kept : computed;
+  if (!kept) computed.emplace(stage_fixed(s, l, stage, g, pl));
+  const PerLayer::StageFixed& fx = kept ? *kept : *computed;
   const double layers = fx.layers;
   // With experts, the stage's average layer: its MoE layers' share of the MoE
   // layer's times, the rest a dense layer's.
@@ -1012,8 +1037,11 @@ StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, cons
   r.cp_comm_s = layers * (ring.forward_s + ring.backward_s) + recomputed * ring.forward_s;
   sink.add("context-parallel ring (exposed)", r.cp_comm_s,
            [&] { return fmt::format("{:g} layers x cp-1 = {} K|V steps beside one chunk's attention", layers, l.cp - 1); });
-  r.zero3_s = zero3_exposed_gather_time(s, l, g.dp, r.dp_params, layers, r.forward_s,
-                                        r.backward_s);
+  if (l.zero >= 3) {
+    DpCollectives computed_dp;
+    r.zero3_s = zero3_exposed_gather_time(s, l, stage_dp(s, l, g, pl, stage, r.dp_params, &computed_dp).gather_s, layers,
+                                          r.forward_s, r.backward_s);
+  }
   sink.add("ZeRO-3 gathers (exposed)", r.zero3_s,
            [&] { return fmt::format("{:g} layer gathers, each prefetched beside the layer before", layers); });
   return r;
@@ -1042,7 +1070,8 @@ std::vector<TimeTerm> stage_dp_terms(const Spec& s, const Layout& l, int stage) 
   const Profile& prof = profile(s.training.framework);
   const double n = bucket_count(s, l, params), gb = grad_reduce_bytes(prof, s.training);
   const bool every = reduces_every_microbatch(l);
-  const DpStepComm step = dp_step_comm(s, l, g.dp, params);
+  const DpCollectives dc = dp_collectives(s, l, g.dp, params);
+  const DpStepComm step = dp_step_comm(s, l, dc);
   const double reduce = step.reduce_s;
   out.push_back(
       {"gradient reduction",
@@ -1060,7 +1089,7 @@ std::vector<TimeTerm> stage_dp_terms(const Spec& s, const Layout& l, int stage) 
                                            : std::string("once a step")),
                    step.gather_s * step.gathers, prof.time.param_gather});
   }
-  const double exposed = m * dp_exposed_per_microbatch_time(s, l, g.dp, params, mb) + dp_exposed_tail_time(s, l, g.dp, params, mb);
+  const double exposed = m * dp_exposed_per_microbatch_time(s, l, dc, mb) + dp_exposed_tail_time(s, l, dc, mb);
   out.push_back({"exposed of these",
                  s.training.overlap_dp_comm
                      ? fmt::format("the buckets overlap the backward that readies them: E = max(R/n, R - B(n-1)/n), "
@@ -1084,7 +1113,7 @@ StageStepTerms stage_step_terms(const Spec& s, const Layout& l, int stage) {
   r.cp_comm_s = m * mb.cp_comm_s;
   r.ep_comm_s = m * mb.ep_comm_s;
   r.bubble_s = estimate_time(s, l).bubble_s;
-  r.dp_comm_s = dp_step_comm(s, l, g.dp, params).total();
+  r.dp_comm_s = dp_step_comm(s, l, dp_collectives(s, l, g.dp, params)).total();
   return r;
 }
 
@@ -1104,14 +1133,15 @@ StepTime estimate_time(const Spec& s, const Layout& l, TimeCache* cache) {
   // (stage 1), the last. nanotron's compute-cost split gives every rank its
   // own contents: all of them.
   const int last = l.pp - 1;
-  PerLayer computed;
-  if (!cache) computed = per_layer(s, l, place_groups(s.cluster, l));
+  std::optional<PerLayer> computed;  // constructed only without a cache
+  if (!cache) computed.emplace(per_layer(s, l, place_groups(s.cluster, l)));
   const PerLayer& layer = cache ? cache->impl().layers.get(&s, per_layer_key(l),
                                                           [&] { return per_layer(s, l, place_groups(s.cluster, l)); })
-                                : computed;
+                                : *computed;
   const Groups& g = layer.groups;
   const bool every = l.balance == StageBalance::kCost && l.pp > 1;
   double all = 0, tail = -1, tail_params = 0, tail_dp = 0, tail_opt = 0;
+  int tail_stage = 0;
   StageMicrobatch crit;
   double crit_total = -1;
   auto visit = [&](int stage, double weight) {
@@ -1120,8 +1150,10 @@ StepTime estimate_time(const Spec& s, const Layout& l, TimeCache* cache) {
     if (mb.total() > crit_total) crit = mb, crit_total = mb.total(), r.critical_stage = stage;
     // End of step: DP reduction left exposed + optimizer, on the slowest stage.
     const double params = mb.dp_params;
-    const double dp = dp_exposed_tail_time(s, l, g.dp, params, mb), opt = optimizer_step_time(s, l, mb.optimizer_params);
-    if (dp + opt > tail) tail = dp + opt, tail_params = params, tail_dp = dp, tail_opt = opt;
+    DpCollectives computed_dp;
+    const double dp = dp_exposed_tail_time(s, l, stage_dp(s, l, g, layer, stage, params, &computed_dp), mb),
+                 opt = optimizer_step_time(s, l, mb.optimizer_params);
+    if (dp + opt > tail) tail = dp + opt, tail_params = params, tail_dp = dp, tail_opt = opt, tail_stage = stage;
   };
   if (every) {
     for (int i = 0; i < l.pp; ++i) visit(i, 1);
@@ -1148,9 +1180,12 @@ StepTime estimate_time(const Spec& s, const Layout& l, TimeCache* cache) {
   r.cp_comm_s = m * crit.cp_comm_s;
   r.ep_comm_s = m * crit.ep_comm_s;
 
-  r.dp_comm_s = m * dp_exposed_per_microbatch_time(s, l, g.dp, crit_params, crit) + tail_dp;
+  DpCollectives computed_dp;
+  r.dp_comm_s =
+      m * dp_exposed_per_microbatch_time(s, l, stage_dp(s, l, g, layer, r.critical_stage, crit_params, &computed_dp), crit) +
+      tail_dp;
   r.optimizer_s = tail_opt;
-  r.dp_comm_total_s = dp_step_comm(s, l, g.dp, tail_params).total();
+  r.dp_comm_total_s = dp_step_comm(s, l, stage_dp(s, l, g, layer, tail_stage, tail_params, &computed_dp)).total();
 
   r.step_s = r.compute_s + r.tp_comm_s + r.pp_comm_s + r.cp_comm_s + r.ep_comm_s + r.dp_comm_s + r.bubble_s + r.optimizer_s;
 
