@@ -210,10 +210,24 @@ void sort_candidates(std::vector<Candidate>* c, Less less) {
                x.fits && !warned && fastest > 0 ? std::floor((x.time.step_s / fastest - 1) / kTieFraction) : 0};
   }
   std::sort(keys.begin(), keys.end(), less);
-  std::vector<Candidate> sorted;
-  sorted.reserve(c->size());
-  for (const RankKey& k : keys) sorted.push_back(std::move((*c)[k.index]));
-  *c = std::move(sorted);
+  // Put each candidate in its place in the vector itself, cycle by cycle (a
+  // second vector of them was fresh pages to fault in: a tenth of the search).
+  // keys[i].index: the candidate that goes to position i; -1 once placed.
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (keys[i].index < 0 || size_t(keys[i].index) == i) continue;
+    Candidate held = std::move((*c)[i]);
+    size_t j = i;
+    for (;;) {
+      const size_t from = size_t(keys[j].index);
+      keys[j].index = -1;
+      if (from == i) {
+        (*c)[j] = std::move(held);
+        break;
+      }
+      (*c)[j] = std::move((*c)[from]);
+      j = from;
+    }
+  }
 }
 
 }  // namespace
@@ -233,24 +247,34 @@ void rank_candidates(std::vector<Candidate>* c) {
 }
 
 std::vector<int> pareto_front(const std::vector<Candidate>& c) {
-  std::vector<int> idx;
+  // Sorted as packed (memory, time, index) triples, not as indices into the
+  // candidates (each comparison then read two scattered candidates).
+  struct Point {
+    std::int64_t peak_bytes;
+    double step_s;
+    int index;
+  };
+  std::vector<Point> points;
   for (int i = 0; i < int(c.size()); ++i)
-    if (c[i].fits) idx.push_back(i);
-  std::sort(idx.begin(), idx.end(), [&](int a, int b) {
-    if (c[a].peak_bytes != c[b].peak_bytes) return c[a].peak_bytes < c[b].peak_bytes;
-    return c[a].time.step_s < c[b].time.step_s;
+    if (c[i].fits) points.push_back({c[i].peak_bytes, c[i].time.step_s, i});
+  std::sort(points.begin(), points.end(), [](const Point& a, const Point& b) {
+    if (a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
+    if (a.step_s != b.step_s) return a.step_s < b.step_s;
+    return a.index < b.index;  // of equal points the better ranked
   });
   std::vector<int> front;
   double best = 1e300;
-  for (int i : idx)
-    if (c[i].time.step_s < best) best = c[i].time.step_s, front.push_back(i);
+  for (const Point& p : points)
+    if (p.step_s < best) best = p.step_s, front.push_back(p.index);
   return front;
 }
 
-Plan make_plan(const Spec& s) {
-  const auto t0 = std::chrono::steady_clock::now();
-  Plan plan;
-  EvalCache cache;
+namespace {
+
+// Walks the search space in the search's order: valid(layout) for each valid
+// layout; the invalid ones counted by reason in rejected[].
+template <class Valid>
+void walk_layouts(const Spec& s, std::int64_t* rejected, Valid&& valid) {
   const SearchSpace& q = s.search;
   const int gpus = s.num_gpus(), layers = s.model.num_layers, gbs = s.training.global_batch_size;
   const std::vector<int> sps_tp = distinct(q.sp, {0, 1}), zeros_dp = distinct(q.zero, {0, 1, 2, 3});
@@ -284,7 +308,7 @@ Plan make_plan(const Spec& s) {
             if (!(sched == Schedule::kGPipe && (pp == 1 || vpp > 1)) && !(pp > 1 && !allowed_enum(q.schedule, sched)))
               n += std::int64_t(mbss.size()) * (tp > 1 ? sps_tp.size() : 1) * (dp * cp > 1 ? zeros_dp.size() : 1) * recomputes *
                    std::int64_t(experts.size());
-        plan.rejected[int(*bad)] += n;
+        rejected[int(*bad)] += n;
         continue;
       }
       for (int vpp : vpp_values) {
@@ -305,22 +329,10 @@ Plan make_plan(const Spec& s) {
                   l.first_stage_layers = split.first, l.last_stage_layers = split.last;
                   if (cost) l.balance = StageBalance::kCost;
                   if (const auto bad = layout_invalid(s, l)) {
-                    ++plan.rejected[int(*bad)];
+                    ++rejected[int(*bad)];
                     continue;
                   }
-                  plan.candidates.push_back(evaluate(s, l, &cache));
-                  ++plan.evaluated;
-                  if (plan.candidates.back().fits) ++plan.feasible;
-                  else ++plan.rejected[kRejectOom];
-                  if (rc == Recompute::kFull && plan.candidates.back().fits) {
-                    // Block recompute of the fewest layers per chunk that
-                    // still fits: less re-run work than recomputing all.
-                    if (const auto block = fewest_block_layers(s, l, cache)) {
-                      plan.candidates.push_back(evaluate(s, *block, &cache));
-                      ++plan.evaluated;
-                      ++plan.feasible;
-                    }
-                  }
+                  valid(l);
                 }
               }
              }
@@ -330,6 +342,40 @@ Plan make_plan(const Spec& s) {
       }
     }
    }
+  }
+}
+
+}  // namespace
+
+Plan make_plan(const Spec& s) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Plan plan;
+  EvalCache cache;
+  // The valid layouts first, so that the candidates are stored once, not
+  // copied as the vector grows (a candidate is a few hundred bytes: the copies
+  // and the fresh pages they touch were a tenth of the search). Full
+  // recompute that fits may add one block-recompute candidate.
+  std::vector<Layout> layouts;
+  std::int64_t full = 0;
+  walk_layouts(s, plan.rejected.data(), [&](const Layout& l) {
+    layouts.push_back(l);
+    full += l.recompute == Recompute::kFull;
+  });
+  plan.candidates.reserve(layouts.size() + size_t(full));
+  for (const Layout& l : layouts) {
+    plan.candidates.push_back(evaluate(s, l, &cache));
+    ++plan.evaluated;
+    if (plan.candidates.back().fits) ++plan.feasible;
+    else ++plan.rejected[kRejectOom];
+    if (l.recompute == Recompute::kFull && plan.candidates.back().fits) {
+      // Block recompute of the fewest layers per chunk that still fits:
+      // less re-run work than recomputing all.
+      if (const auto block = fewest_block_layers(s, l, cache)) {
+        plan.candidates.push_back(evaluate(s, *block, &cache));
+        ++plan.evaluated;
+        ++plan.feasible;
+      }
+    }
   }
   if (plan.feasible == 0) {
     // Nothing fits: the closest first, by peak memory.
