@@ -49,7 +49,9 @@ int main(int argc, char** argv) {
       for (const paraplan::Candidate& c : p.candidates)
         std::printf("%s %d %lld %a %d %u\n", paraplan::to_string(c.layout).c_str(), c.peak_stage,
                     static_cast<long long>(c.peak_bytes), c.time.step_s, int(c.fits), unsigned(c.time.warnings));
-      std::printf("%lld evaluated, %lld feasible\n", static_cast<long long>(p.evaluated), static_cast<long long>(p.feasible));
+      std::printf("pareto");
+      for (int i : p.pareto) std::printf(" %d", i);
+      std::printf("\n%lld evaluated, %lld feasible\n", static_cast<long long>(p.evaluated), static_cast<long long>(p.feasible));
       return 0;
     }
     if (mode == "--all") {

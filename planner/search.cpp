@@ -158,8 +158,9 @@ UnevenSplit search_split(int layers, int pp) {
 
 // With full recompute fitting, the block method (Megatron --recompute-method
 // block) with the fewest checkpointed layers per chunk that still fits, if
-// fewer than all: activation memory falls as k grows, so a binary search.
-std::optional<Layout> fewest_block_layers(const Spec& s, const Layout& full, EvalCache& cache) {
+// fewer than all: activation memory falls as k grows, so a search over k.
+// `full_peak`: the full recompute's peak (k = every layer of a chunk).
+std::optional<Layout> fewest_block_layers(const Spec& s, const Layout& full, std::int64_t full_peak, EvalCache& cache) {
   Layout b = full;
   b.recompute_method = RecomputeMethod::kBlock;
   if (framework_unsupported(profile(s.training.framework), b)) return std::nullopt;
@@ -168,12 +169,25 @@ std::optional<Layout> fewest_block_layers(const Spec& s, const Layout& full, Eva
   const int chunk = (split.most() + full.vpp - 1) / full.vpp;
   if (chunk < 2) return std::nullopt;
   const std::int64_t usable = usable_memory_bytes(s);
-  int lo = 1, hi = chunk;  // k = chunk is the full recompute that fits
-  while (lo < hi) {
-    const int k = lo + (hi - lo) / 2;
+  auto peak = [&](int k) {
     b.recompute_layers = k;
-    if (peak_memory(s, b, &cache.memory).bytes <= usable) hi = k;
+    return peak_memory(s, b, &cache.memory).bytes;
+  };
+  const std::int64_t one = peak(1);
+  if (one <= usable) return b;
+  // Each checkpointed layer keeps its input in place of its activations, so
+  // the peak falls about linearly in k: probe first where the line from k = 1
+  // to k = chunk crosses the usable memory, then beside it, then halve as a
+  // binary search does (the same answer, in 3 probes instead of log2(chunk)
+  // when the line is right).
+  int lo = 2, hi = chunk;  // k = chunk is the full recompute that fits
+  const double cross = 1 + double(one - usable) * (chunk - 1) / double(std::max<std::int64_t>(1, one - full_peak));
+  int k = int(std::min<double>(hi - 1, std::max<double>(lo, std::ceil(cross))));
+  for (int probe = 0; lo < hi; ++probe) {
+    const bool fit = peak(k) <= usable;
+    if (fit) hi = k;
     else lo = k + 1;
+    k = probe == 0 && fit && k - 1 >= lo ? k - 1 : probe == 0 && !fit && k + 1 < hi ? k + 1 : lo + (hi - lo) / 2;
   }
   if (lo >= chunk) return std::nullopt;
   b.recompute_layers = lo;
@@ -191,35 +205,52 @@ struct RankKey {
   double band = 0;  // fitting, no warning: the 0.05 % band of the fastest such step it falls in
 };
 
-// Sorts the candidates by `less` (over RankKeys) through the packed keys,
-// then moves each candidate once. The same comparisons in the same order as
-// sorting the candidates themselves, so the same order, ties included.
-template <class Less>
-void sort_candidates(std::vector<Candidate>* c, Less less) {
-  std::vector<RankKey> keys(c->size());
-  // Bands of kTieFraction of the fastest fitting step without a warning: whole
-  // bands keep the order a strict weak ordering (a tolerance compared pairwise
-  // would not be transitive).
+RankKey rank_key(const Candidate& x, int index) {
+  return {x.time.step_s, x.peak_bytes, index, x.fits, x.time.warnings != 0};
+}
+
+// Bands of kTieFraction of the fastest fitting step without a warning: whole
+// bands keep the order a strict weak ordering (a tolerance compared pairwise
+// would not be transitive).
+void set_bands(std::vector<RankKey>* keys) {
   double fastest = 0;
-  for (const Candidate& x : *c)
-    if (x.fits && !x.time.warnings && x.time.step_s > 0 && (fastest == 0 || x.time.step_s < fastest)) fastest = x.time.step_s;
-  for (size_t i = 0; i < c->size(); ++i) {
-    const Candidate& x = (*c)[i];
-    const bool warned = x.time.warnings != 0;
-    keys[i] = {x.time.step_s, x.peak_bytes, int(i), x.fits, warned,
-               x.fits && !warned && fastest > 0 ? std::floor((x.time.step_s / fastest - 1) / kTieFraction) : 0};
-  }
-  std::sort(keys.begin(), keys.end(), less);
-  // Put each candidate in its place in the vector itself, cycle by cycle (a
-  // second vector of them was fresh pages to fault in: a tenth of the search).
-  // keys[i].index: the candidate that goes to position i; -1 once placed.
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (keys[i].index < 0 || size_t(keys[i].index) == i) continue;
+  for (const RankKey& k : *keys)
+    if (k.fits && !k.warned && k.step_s > 0 && (fastest == 0 || k.step_s < fastest)) fastest = k.step_s;
+  for (RankKey& k : *keys)
+    k.band = k.fits && !k.warned && fastest > 0 ? std::floor((k.step_s / fastest - 1) / kTieFraction) : 0;
+}
+
+bool rank_less(const RankKey& a, const RankKey& b) {
+  if (a.fits != b.fits) return a.fits;
+  // A layout the time model cannot vouch for (StepTime::warnings) ranks
+  // after every one it can: the recommendation has no warning when one fits.
+  if (a.warned != b.warned) return !a.warned;
+  // Fitting without a warning: a tie on time (one band) goes to less memory.
+  if (a.fits && !a.warned && a.band != b.band) return a.band < b.band;
+  if (a.fits && !a.warned && a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
+  if (a.step_s != b.step_s) return a.step_s < b.step_s;
+  return a.peak_bytes < b.peak_bytes;
+}
+
+// Nothing fits: the closest first, by peak memory.
+bool closest_less(const RankKey& a, const RankKey& b) {
+  if (a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
+  return a.step_s < b.step_s;
+}
+
+// Puts each candidate where the sorted keys say, in the vector itself, cycle
+// by cycle (a second vector of them was fresh pages to fault in: a tenth of
+// the search). keys[i].index: the candidate that goes to position i; -1 once
+// placed.
+void permute(std::vector<Candidate>* c, std::vector<RankKey>* keys) {
+  std::vector<RankKey>& k = *keys;
+  for (size_t i = 0; i < k.size(); ++i) {
+    if (k[i].index < 0 || size_t(k[i].index) == i) continue;
     Candidate held = std::move((*c)[i]);
     size_t j = i;
     for (;;) {
-      const size_t from = size_t(keys[j].index);
-      keys[j].index = -1;
+      const size_t from = size_t(k[j].index);
+      k[j].index = -1;
       if (from == i) {
         (*c)[j] = std::move(held);
         break;
@@ -230,37 +261,22 @@ void sort_candidates(std::vector<Candidate>* c, Less less) {
   }
 }
 
-}  // namespace
-
-void rank_candidates(std::vector<Candidate>* c) {
-  sort_candidates(c, [](const RankKey& a, const RankKey& b) {
-    if (a.fits != b.fits) return a.fits;
-    // A layout the time model cannot vouch for (StepTime::warnings) ranks
-    // after every one it can: the recommendation has no warning when one fits.
-    if (a.warned != b.warned) return !a.warned;
-    // Fitting without a warning: a tie on time (one band) goes to less memory.
-    if (a.fits && !a.warned && a.band != b.band) return a.band < b.band;
-    if (a.fits && !a.warned && a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
-    if (a.step_s != b.step_s) return a.step_s < b.step_s;
-    return a.peak_bytes < b.peak_bytes;
-  });
-}
-
-std::vector<int> pareto_front(const std::vector<Candidate>& c) {
-  // Sorted as packed (memory, time, index) triples, not as indices into the
-  // candidates (each comparison then read two scattered candidates).
+// The Pareto front of (peak memory, step time) of the fitting entries, as
+// positions in `ranked`, sorted as packed points (indices into scattered
+// candidates read two of them per comparison); of equal points the better ranked.
+std::vector<int> pareto_of(const std::vector<RankKey>& ranked) {
   struct Point {
     std::int64_t peak_bytes;
     double step_s;
     int index;
   };
   std::vector<Point> points;
-  for (int i = 0; i < int(c.size()); ++i)
-    if (c[i].fits) points.push_back({c[i].peak_bytes, c[i].time.step_s, i});
+  for (int i = 0; i < int(ranked.size()); ++i)
+    if (ranked[i].fits) points.push_back({ranked[i].peak_bytes, ranked[i].step_s, i});
   std::sort(points.begin(), points.end(), [](const Point& a, const Point& b) {
     if (a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
     if (a.step_s != b.step_s) return a.step_s < b.step_s;
-    return a.index < b.index;  // of equal points the better ranked
+    return a.index < b.index;
   });
   std::vector<int> front;
   double best = 1e300;
@@ -268,6 +284,24 @@ std::vector<int> pareto_front(const std::vector<Candidate>& c) {
     if (p.step_s < best) best = p.step_s, front.push_back(p.index);
   return front;
 }
+
+std::vector<RankKey> rank_keys(const std::vector<Candidate>& c) {
+  std::vector<RankKey> keys;
+  keys.reserve(c.size());
+  for (size_t i = 0; i < c.size(); ++i) keys.push_back(rank_key(c[i], int(i)));
+  return keys;
+}
+
+}  // namespace
+
+void rank_candidates(std::vector<Candidate>* c) {
+  std::vector<RankKey> keys = rank_keys(*c);
+  set_bands(&keys);
+  std::sort(keys.begin(), keys.end(), rank_less);
+  permute(c, &keys);
+}
+
+std::vector<int> pareto_front(const std::vector<Candidate>& c) { return pareto_of(rank_keys(c)); }
 
 namespace {
 
@@ -362,34 +396,36 @@ Plan make_plan(const Spec& s) {
     full += l.recompute == Recompute::kFull;
   });
   plan.candidates.reserve(layouts.size() + size_t(full));
-  for (const Layout& l : layouts) {
-    plan.candidates.push_back(evaluate(s, l, &cache));
+  // The rankings' keys, packed, as the candidates come (not read back from them).
+  std::vector<RankKey> keys;
+  keys.reserve(plan.candidates.capacity());
+  auto add = [&](Candidate c) {
+    plan.candidates.push_back(std::move(c));
+    keys.push_back(rank_key(plan.candidates.back(), int(keys.size())));
     ++plan.evaluated;
+  };
+  for (const Layout& l : layouts) {
+    add(evaluate(s, l, &cache));
     if (plan.candidates.back().fits) ++plan.feasible;
     else ++plan.rejected[kRejectOom];
     if (l.recompute == Recompute::kFull && plan.candidates.back().fits) {
       // Block recompute of the fewest layers per chunk that still fits:
       // less re-run work than recomputing all.
-      if (const auto block = fewest_block_layers(s, l, cache)) {
-        plan.candidates.push_back(evaluate(s, *block, &cache));
-        ++plan.evaluated;
+      if (const auto block = fewest_block_layers(s, l, plan.candidates.back().peak_bytes, cache)) {
+        add(evaluate(s, *block, &cache));
         ++plan.feasible;
       }
     }
   }
   if (plan.feasible == 0) {
-    // Nothing fits: the closest first, by peak memory.
-    sort_candidates(&plan.candidates, [](const RankKey& a, const RankKey& b) {
-      if (a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
-      return a.step_s < b.step_s;
-    });
-    plan.search_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return plan;
+    std::sort(keys.begin(), keys.end(), closest_less);
+  } else {
+    set_bands(&keys);
+    std::sort(keys.begin(), keys.end(), rank_less);
+    plan.pareto = pareto_of(keys);  // as rank_candidates + pareto_front
   }
-  rank_candidates(&plan.candidates);
-  plan.pareto = pareto_front(plan.candidates);
-  plan.search_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  permute(&plan.candidates, &keys);
+  plan.search_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return plan;
 }
 
