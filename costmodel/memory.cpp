@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <optional>
 #include <string_view>
 
 #include "costmodel/activations.hpp"
@@ -231,12 +230,9 @@ Layout layer_memory_key(Layout l) {
 }
 
 template <class Sink>
-void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, const LayerMemory* layer_memory_given) {
+void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, const LayerMemory& lm) {
   const Model& m = s.model;
   const Training& t = s.training;
-  std::optional<LayerMemory> computed;  // constructed only when not given
-  if (!layer_memory_given) computed.emplace(layer_memory(s, l));
-  const LayerMemory& lm = layer_memory_given ? *layer_memory_given : *computed;
   if (lm.saturated) {
     // Too large to count exactly: one term, and the layout never fits.
     out.add(Category::kActivations, "beyond 2^60 bytes (1 EiB) per GPU", kSaturatedBytes, [&] {
@@ -757,20 +753,20 @@ StageParams stage_params(const Model& m, const Layout& l, int stage, bool mtp) {
 namespace {
 MemoryBreakdown stage_memory(const Spec& s, const Layout& l, int stage, const LayerMemory& lm) {
   BreakdownSink sink;
-  stage_memory_terms(s, l, stage, sink, &lm);
+  stage_memory_terms(s, l, stage, sink, lm);
   return sink.m;
 }
 }  // namespace
 
 MemoryBreakdown stage_memory(const Spec& s, const Layout& l, int stage) {
   BreakdownSink sink;
-  stage_memory_terms(s, l, stage, sink, nullptr);
+  stage_memory_terms(s, l, stage, sink, layer_memory(s, l));
   return sink.m;
 }
 
 std::vector<Term> stage_terms(const Spec& s, const Layout& l, int stage) {
   TermSink sink;
-  stage_memory_terms(s, l, stage, sink, nullptr);
+  stage_memory_terms(s, l, stage, sink, layer_memory(s, l));
   return sink.terms;
 }
 
@@ -780,16 +776,22 @@ struct MemoryCache::Impl {
 MemoryCache::MemoryCache() : impl_(std::make_unique<Impl>()) {}
 MemoryCache::~MemoryCache() = default;
 
+namespace {
+PeakMemory peak_memory_with(const Spec& s, const Layout& l, const LayerMemory& lm);
+}  // namespace
+
 PeakMemory peak_memory(const Spec& s, const Layout& l, MemoryCache* cache) {
-  // Stages 1 .. pp-2 hold the same parameters and buffers and no more
-  // micro-batches in flight than stage 1 (in_flight_chunks never grows with
-  // the stage), so the heaviest is stage 0, 1 or the last: three evaluations
-  // instead of pp (a 720-stage pipeline costs the same as a 3-stage one).
+  if (!cache) return peak_memory_with(s, l, layer_memory(s, l));
+  return peak_memory_with(s, l, cache->impl().layers.get(&s, layer_memory_key(l), [&] { return layer_memory(s, l); }));
+}
+
+namespace {
+// Stages 1 .. pp-2 hold the same parameters and buffers and no more
+// micro-batches in flight than stage 1 (in_flight_chunks never grows with
+// the stage), so the heaviest is stage 0, 1 or the last: three evaluations
+// instead of pp (a 720-stage pipeline costs the same as a 3-stage one).
+PeakMemory peak_memory_with(const Spec& s, const Layout& l, const LayerMemory& lm) {
   PeakMemory p{0, -1};
-  std::optional<LayerMemory> computed;
-  if (!cache) computed.emplace(layer_memory(s, l));
-  const LayerMemory& lm =
-      cache ? cache->impl().layers.get(&s, layer_memory_key(l), [&] { return layer_memory(s, l); }) : *computed;
   if (l.balance == StageBalance::kCost && l.pp > 1) {
     // nanotron's compute-cost split gives every rank its own count: all of them.
     for (int i = 0; i < l.pp; ++i)
@@ -805,6 +807,8 @@ PeakMemory peak_memory(const Spec& s, const Layout& l, MemoryCache* cache) {
   }
   return p;
 }
+
+}  // namespace
 
 MemoryEstimate estimate_memory(const Spec& s, const Layout& l) {
   MemoryEstimate e;

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <optional>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -858,18 +857,23 @@ struct TimeTermSink {
   }
 };
 
+StageMicrobatch stage_microbatch_with(const Spec& s, const Layout& l, int stage, const Groups& g, const PerLayer& pl,
+                                      const PerLayer::StageFixed& fx, TimeTermSink sink);
+
 StageMicrobatch stage_microbatch(const Spec& s, const Layout& l, int stage, const Groups& g,
                                  const PerLayer& pl, TimeTermSink sink = {}) {
+  if (const PerLayer::StageFixed* kept = pl.fixed_of(stage)) return stage_microbatch_with(s, l, stage, g, pl, *kept, sink);
+  return stage_microbatch_with(s, l, stage, g, pl, stage_fixed(s, l, stage, g, pl), sink);
+}
+
+StageMicrobatch stage_microbatch_with(const Spec& s, const Layout& l, int stage, const Groups& g, const PerLayer& pl,
+                                      const PerLayer::StageFixed& fx, TimeTermSink sink) {
   const Model& m = s.model;
   const Training& t = s.training;
   const Cluster& c = s.cluster;
   const bool first = stage == 0;
   const int out_stage = pl.output_stage, ce_stage = pl.loss_stage;
   const bool holds_output = stage == out_stage, holds_loss = stage == ce_stage;
-  std::optional<PerLayer::StageFixed> computed;  // a stage PerLayer does not keep
-  const PerLayer::StageFixed* kept = pl.fixed_of(stage);
-  if (!kept) computed.emplace(stage_fixed(s, l, stage, g, pl));
-  const PerLayer::StageFixed& fx = kept ? *kept : *computed;
   const double layers = fx.layers;
   // With experts, the stage's average layer: its MoE layers' share of the MoE
   // layer's times, the rest a dense layer's.
@@ -1123,7 +1127,18 @@ struct TimeCache::Impl {
 TimeCache::TimeCache() : impl_(std::make_unique<Impl>()) {}
 TimeCache::~TimeCache() = default;
 
+namespace {
+StepTime estimate_time_with(const Spec& s, const Layout& l, const PerLayer& layer);
+}  // namespace
+
 StepTime estimate_time(const Spec& s, const Layout& l, TimeCache* cache) {
+  if (!cache) return estimate_time_with(s, l, per_layer(s, l, place_groups(s.cluster, l)));
+  return estimate_time_with(
+      s, l, cache->impl().layers.get(&s, per_layer_key(l), [&] { return per_layer(s, l, place_groups(s.cluster, l)); }));
+}
+
+namespace {
+StepTime estimate_time_with(const Spec& s, const Layout& l, const PerLayer& layer) {
   StepTime r;
   r.microbatches = num_microbatches(s, l);
   const double m = r.microbatches;
@@ -1133,11 +1148,6 @@ StepTime estimate_time(const Spec& s, const Layout& l, TimeCache* cache) {
   // (stage 1), the last. nanotron's compute-cost split gives every rank its
   // own contents: all of them.
   const int last = l.pp - 1;
-  std::optional<PerLayer> computed;  // constructed only without a cache
-  if (!cache) computed.emplace(per_layer(s, l, place_groups(s.cluster, l)));
-  const PerLayer& layer = cache ? cache->impl().layers.get(&s, per_layer_key(l),
-                                                          [&] { return per_layer(s, l, place_groups(s.cluster, l)); })
-                                : *computed;
   const Groups& g = layer.groups;
   const bool every = l.balance == StageBalance::kCost && l.pp > 1;
   double all = 0, tail = -1, tail_params = 0, tail_dp = 0, tail_opt = 0;
@@ -1217,6 +1227,8 @@ StepTime estimate_time(const Spec& s, const Layout& l, TimeCache* cache) {
   if (r.best_published_mfu > 0 && r.mfu > r.best_published_mfu) r.warnings |= StepTime::kWarnMfuAboveBest;
   return r;
 }
+
+}  // namespace
 
 std::vector<std::string> warning_messages(const StepTime& t) {
   std::vector<std::string> w;

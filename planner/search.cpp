@@ -297,7 +297,7 @@ std::vector<RankKey> rank_keys(const std::vector<Candidate>& c) {
 void rank_candidates(std::vector<Candidate>* c) {
   std::vector<RankKey> keys = rank_keys(*c);
   set_bands(&keys);
-  std::sort(keys.begin(), keys.end(), rank_less);
+  std::sort(keys.begin(), keys.end(), [](const RankKey& a, const RankKey& b) { return rank_less(a, b); });
   permute(c, &keys);
 }
 
@@ -418,10 +418,10 @@ Plan make_plan(const Spec& s) {
     }
   }
   if (plan.feasible == 0) {
-    std::sort(keys.begin(), keys.end(), closest_less);
+    std::sort(keys.begin(), keys.end(), [](const RankKey& a, const RankKey& b) { return closest_less(a, b); });
   } else {
     set_bands(&keys);
-    std::sort(keys.begin(), keys.end(), rank_less);
+    std::sort(keys.begin(), keys.end(), [](const RankKey& a, const RankKey& b) { return rank_less(a, b); });
     plan.pareto = pareto_of(keys);  // as rank_candidates + pareto_front
   }
   permute(&plan.candidates, &keys);
