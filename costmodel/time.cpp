@@ -29,7 +29,13 @@ double gemm_tile_utilization(const Gemm& g, int sms) {
   };
   const std::int64_t m = up(g.m), n = up(g.n), b = up(g.batch), p = sms;
   const std::int64_t m128 = (m + 127) >> 7, m256 = (m + 255) >> 8, n128 = (n + 127) >> 7, n256 = (n + 255) >> 8;
-  auto launched = [&](std::int64_t tiles, double area) { return double((tiles + p - 1) / p) * double(p) * area; };
+  // Waves: ceil(tiles / p), in 32 bits where the tiles fit (a 64-bit
+  // division costs several times a 32-bit one, three per GEMM).
+  auto waves = [p](std::int64_t tiles) -> std::int64_t {
+    if (tiles + p - 1 <= 0xffffffffLL) return std::uint32_t(tiles + p - 1) / std::uint32_t(p);
+    return (tiles + p - 1) / p;
+  };
+  auto launched = [&](std::int64_t tiles, double area) { return double(waves(tiles)) * double(p) * area; };
   const double best = std::min({launched(b * m128 * n256, 128.0 * 256), launched(b * m256 * n128, 256.0 * 128),
                                 launched(b * m128 * n128, 128.0 * 128)});
   return std::min(1.0, g.batch * g.m * g.n / best);
@@ -548,9 +554,10 @@ double bucket_count(const Spec& s, const Layout& l, double params) {
 
 // ZeRO-1/2/3's parameter all-gathers: in the reduction's buckets, or one
 // collective of the whole shard where the framework gathers so after the step.
-double param_gather_count(const Spec& s, const Layout& l, double params) {
+// `buckets`: bucket_count(s, l, params).
+double param_gather_count(const Spec& s, const Layout& l, double buckets) {
   if (l.zero < 3 && profile(s.training.framework).time.param_gather_one_collective) return 1;
-  return bucket_count(s, l, params);
+  return buckets;
 }
 
 template <class Collective>
@@ -575,12 +582,13 @@ double bucketed_exposed(double total, double n, double window, double contention
 }
 
 // Gradient reduction over dp: all-reduce (ZeRO-0) or reduce-scatter (ZeRO ≥ 1)
-// of the stage's gradients in grad_dtype (Rajbhandari et al. 2020 §7).
-double dp_grad_reduce_time(const Spec& s, const Layout& l, const GroupPlacement& g, double params) {
+// of the stage's gradients in grad_dtype (Rajbhandari et al. 2020 §7), in
+// `buckets` collectives.
+double dp_grad_reduce_time(const Spec& s, const Layout& l, const GroupPlacement& g, double params, double buckets) {
   if (l.dp_cp() <= 1) return 0;
   // In the framework's reduce dtype (Megatron: fp32 unless --grad-reduce-in-bf16).
   const double gb = grad_reduce_bytes(profile(s.training.framework), s.training);
-  return bucketed(params, bucket_count(s, l, params), [&](double p) {
+  return bucketed(params, buckets, [&](double p) {
     return l.zero == 0 ? group_allreduce_time(s.cluster, g, p * gb)
                        : group_reducescatter_time(s.cluster, g, p * gb);
   });
@@ -588,8 +596,8 @@ double dp_grad_reduce_time(const Spec& s, const Layout& l, const GroupPlacement&
 
 // All-gather of the stage's parameters in the weight dtype: after the optimizer
 // step with ZeRO 1/2 (Megatron's distributed optimizer), before every forward
-// and backward with ZeRO-3 (Rajbhandari et al. 2020 §7.2).
-double dp_param_gather_time(const Spec& s, const Layout& l, const GroupPlacement& g, double params) {
+// and backward with ZeRO-3 (Rajbhandari et al. 2020 §7.2), in `gathers` collectives.
+double dp_param_gather_time(const Spec& s, const Layout& l, const GroupPlacement& g, double params, double gathers) {
   if (l.dp_cp() <= 1 || l.zero == 0) return 0;
   double wb = dtype_bytes(s.training.precision);
   if (s.training.fp8_param_gather) {
@@ -600,8 +608,7 @@ double dp_param_gather_time(const Spec& s, const Layout& l, const GroupPlacement
     const double share = std::min(1.0, linear / double(total_params(m)));
     wb = share * 1.0 + (1 - share) * wb;
   }
-  return bucketed(params, param_gather_count(s, l, params),
-                  [&](double p) { return group_allgather_time(s.cluster, g, p * wb); });
+  return bucketed(params, gathers, [&](double p) { return group_allgather_time(s.cluster, g, p * wb); });
 }
 
 // Optimizer step, memory-bound: per parameter shard it reads the gradient twice
@@ -643,8 +650,8 @@ struct DpCollectives {
   double gathers = 1;   // param_gather_count
 };
 DpCollectives dp_collectives(const Spec& s, const Layout& l, const GroupPlacement& g, double params) {
-  return {dp_grad_reduce_time(s, l, g, params), dp_param_gather_time(s, l, g, params), bucket_count(s, l, params),
-          param_gather_count(s, l, params)};
+  const double buckets = bucket_count(s, l, params), gathers = param_gather_count(s, l, buckets);
+  return {dp_grad_reduce_time(s, l, g, params, buckets), dp_param_gather_time(s, l, g, params, gathers), buckets, gathers};
 }
 
 DpStepComm dp_step_comm(const Spec& s, const Layout& l, const DpCollectives& c) {
@@ -1072,9 +1079,9 @@ std::vector<TimeTerm> stage_dp_terms(const Spec& s, const Layout& l, int stage) 
   const StageMicrobatch mb = stage_microbatch(s, l, stage, g, per_layer(s, l, g));
   const double params = mb.dp_params, m = num_microbatches(s, l);
   const Profile& prof = profile(s.training.framework);
-  const double n = bucket_count(s, l, params), gb = grad_reduce_bytes(prof, s.training);
-  const bool every = reduces_every_microbatch(l);
   const DpCollectives dc = dp_collectives(s, l, g.dp, params);
+  const double n = dc.buckets, gb = grad_reduce_bytes(prof, s.training);
+  const bool every = reduces_every_microbatch(l);
   const DpStepComm step = dp_step_comm(s, l, dc);
   const double reduce = step.reduce_s;
   out.push_back(
@@ -1085,7 +1092,7 @@ std::vector<TimeTerm> stage_dp_terms(const Spec& s, const Layout& l, int stage) 
                    every ? fmt::format("every micro-batch: {:.3f} ms x {:.0f}", reduce * 1e3, m) : std::string("once a step")),
        step.reduce_s * step.reduces, s.training.grad_bucket_params_given ? "" : prof.time.reduce_bucket});
   if (l.zero >= 1) {
-    const double gather = step.gather_s, k = param_gather_count(s, l, params);
+    const double gather = step.gather_s, k = dc.gathers;
     out.push_back({"parameter all-gather",
                    fmt::format("{:.0f} collective{} of {:.4g} params over dp{} {}, {}", k, k == 1 ? "" : "s", params / k,
                                l.cp > 1 ? "·cp" : "", l.dp_cp(),
