@@ -221,7 +221,8 @@ TEST_CASE("the search's memos change no result", "[search]") {
                         a.pp_comm_s == b.pp_comm_s && a.cp_comm_s == b.cp_comm_s && a.ep_comm_s == b.ep_comm_s &&
                         a.dp_comm_s == b.dp_comm_s && a.bubble_s == b.bubble_s && a.optimizer_s == b.optimizer_s &&
                         a.dp_comm_total_s == b.dp_comm_total_s && a.microbatch_s == b.microbatch_s &&
-                        a.critical_stage == b.critical_stage && a.mfu == b.mfu && a.warnings == b.warnings &&
+                        a.critical_stage == b.critical_stage && a.mfu == b.mfu && a.hfu == b.hfu &&
+                        a.hardware_flops_per_step == b.hardware_flops_per_step && a.warnings == b.warnings &&
                         a.layer_forward_s == b.layer_forward_s;
       if (!same && differ++ < 3) WARN("differs: " << to_string(c.layout));
     }
