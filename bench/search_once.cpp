@@ -10,6 +10,7 @@
 //        order, with its peak bytes and step time to the last bit (%a): an exact
 //        before/after check for a change meant to make the search faster only
 // Prints the evaluated count (or the sum of the step times, so nothing is optimised away).
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -51,6 +52,8 @@ int main(int argc, char** argv) {
                     static_cast<long long>(c.peak_bytes), c.time.step_s, int(c.fits), unsigned(c.time.warnings));
       std::printf("pareto");
       for (int i : p.pareto) std::printf(" %d", i);
+      std::printf("\nrejected");
+      for (std::int64_t n : p.rejected) std::printf(" %lld", static_cast<long long>(n));
       std::printf("\n%lld evaluated, %lld feasible\n", static_cast<long long>(p.evaluated), static_cast<long long>(p.feasible));
       return 0;
     }
