@@ -160,7 +160,7 @@ int run_cli(int argc, char** argv, std::ostream& out) {
   CLI::Option* explain_emit_opt = explain->add_option(
       "--emit", explain_emit,
       "print only the layout's launch settings: megatron (Megatron-LM flags), deepspeed (DeepSpeed JSON), "
-      "torchtitan (TOML [parallelism]), nanotron (YAML parallelism:); notes on stderr");
+      "torchtitan (a Python Trainer.Config function), nanotron (YAML parallelism:); notes on stderr");
 
   LayoutOptions ck;
   bool verbose = false;

@@ -172,36 +172,58 @@ Emitted emit_launch(EmitTarget t, const Spec& s, const Layout& l) {
     return e;
   }
   if (t == EmitTarget::kTorchtitan) {
-    // pytorch/torchtitan@b5bcd76c torchtitan/config/configs.py:121-239 (ParallelismConfig).
-    std::string o = fmt::format("# {} on {} GPUs (paraplan)\n[parallelism]\n", to_string(l), gpus);
-    o += fmt::format("data_parallel_replicate_degree = {}\n", l.zero == 0 ? l.dp : 1);
-    o += fmt::format("data_parallel_shard_degree = {}\n", l.zero == 0 ? 1 : l.dp);
-    if (l.zero >= 2) o += fmt::format("fsdp_reshard_after_forward = \"{}\"\n", l.zero == 3 ? "always" : "never");
-    o += fmt::format("tensor_parallel_degree = {}\n", l.tp);
-    if (l.tp > 1) o += fmt::format("enable_sequence_parallel = {}\n", l.sp ? "true" : "false");
-    o += fmt::format("context_parallel_degree = {}\n", l.cp);
+    // pytorch/torchtitan@b5bcd76c reads no TOML: a run is a Python function
+    // returning Trainer.Config (torchtitan/config/README.md "Configuration";
+    // torchtitan/config/manager.py:48-91, --module/--config), the recipes
+    // derive one from a baseline and set its fields (config_registry.py:194-230).
+    // The fields: torchtitan/config/configs.py:121-290 (ParallelismConfig),
+    // :36-62 (TrainingConfig); the activation checkpointing policy:
+    // torchtitan/distributed/activation_checkpoint.py:332-337 (SelectiveAC,
+    // FullAC, or None).
+    std::string o = fmt::format("# {} on {} GPUs (paraplan)\n", to_string(l), gpus);
+    o += "# A torchtitan configuration (pytorch/torchtitan@b5bcd76c reads Python, not TOML: torchtitan/config/README.md).\n";
+    o += "# Apply it to your model's baseline, e.g. def my_run() -> Trainer.Config: return paraplan_layout(llama3_8b()),\n";
+    o += fmt::format("# then NGPU={} MODULE=<your module> CONFIG=my_run ./run_train.sh\n", gpus);
+    o += "from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC\n";
+    o += "from torchtitan.trainer import Trainer\n\n\n";
+    o += "def paraplan_layout(config: Trainer.Config) -> Trainer.Config:\n";
+    auto set = [&o](const char* section, const char* key, const std::string& value) {
+      o += fmt::format("    config.{}.{} = {}\n", section, key, value);
+    };
+    auto num = [](std::int64_t v) { return fmt::format("{}", v); };
+    auto str = [](const char* v) { return fmt::format("\"{}\"", v); };
+    set("parallelism", "data_parallel_replicate_degree", num(l.zero == 0 ? l.dp : 1));
+    set("parallelism", "data_parallel_shard_degree", num(l.zero == 0 ? 1 : l.dp));
+    if (l.zero >= 2) set("parallelism", "fsdp_reshard_after_forward", str(l.zero == 3 ? "always" : "never"));
+    set("parallelism", "tensor_parallel_degree", num(l.tp));
+    if (l.tp > 1) set("parallelism", "enable_sequence_parallel", l.sp ? "True" : "False");
+    set("parallelism", "context_parallel_degree", num(l.cp));
     // configs.py:282-290: EP borrows ranks from FSDP (and TP): efsdp = dp_shard * cp * tp / ep.
-    if (s.model.is_moe()) o += fmt::format("expert_parallel_degree = {}\n", l.ep);
-    o += fmt::format("pipeline_parallel_degree = {}\n", l.pp);
+    if (s.model.is_moe()) set("parallelism", "expert_parallel_degree", num(l.ep));
+    set("parallelism", "pipeline_parallel_degree", num(l.pp));
     if (l.pp > 1) {
-      const char* sched = l.schedule == Schedule::kGPipe ? "GPipe" : l.vpp > 1 ? "Interleaved1F1B" : "1F1B";
-      o += fmt::format("pipeline_parallel_schedule = \"{}\"\n", sched);
-      o += fmt::format("pipeline_parallel_layers_per_stage = {}\n",
-                       l.uneven() ? inner_stage_layers(s, l) : s.model.num_layers / (l.pp * l.vpp));
-      // torchtitan's defaults are 1 (configs.py:69-74 of the class): even stages say 0.
+      set("parallelism", "pipeline_parallel_schedule",
+          str(l.schedule == Schedule::kGPipe ? "GPipe" : l.vpp > 1 ? "Interleaved1F1B" : "1F1B"));
+      set("parallelism", "pipeline_parallel_layers_per_stage",
+          num(l.uneven() ? inner_stage_layers(s, l) : s.model.num_layers / (l.pp * l.vpp)));
+      // torchtitan's defaults are 1 (configs.py:197-208): even stages say 0.
       const int even = l.uneven() ? inner_stage_layers(s, l) : 0;
-      o += fmt::format("pipeline_parallel_first_stage_less_layers = {}\n", l.first_stage_layers ? even - l.first_stage_layers : 0);
-      o += fmt::format("pipeline_parallel_last_stage_less_layers = {}\n", l.last_stage_layers ? even - l.last_stage_layers : 0);
-      o += fmt::format("num_pp_microbatches = {}\n", m);
+      set("parallelism", "pipeline_parallel_first_stage_less_layers", num(l.first_stage_layers ? even - l.first_stage_layers : 0));
+      set("parallelism", "pipeline_parallel_last_stage_less_layers", num(l.last_stage_layers ? even - l.last_stage_layers : 0));
+      set("parallelism", "num_pp_microbatches", num(m));
     }
-    o += "\n[training]\n";
-    o += fmt::format("num_tokens_per_microbatch_per_dp_rank = {}\n", std::int64_t(l.mbs) * tr.seq_length);
-    o += fmt::format("num_tokens_per_train_step = {}\n", std::int64_t(tr.global_batch_size) * tr.seq_length);
-    o += fmt::format("max_context_length = {}\n", tr.seq_length);
+    set("training", "num_tokens_per_microbatch_per_dp_rank", num(std::int64_t(l.mbs) * tr.seq_length));
+    set("training", "num_tokens_per_train_step", num(std::int64_t(tr.global_batch_size) * tr.seq_length));
+    set("training", "max_context_length", num(tr.seq_length));
+    // SelectiveAC is torchtitan's per-op policy (activation_checkpoint.py:185-289), what
+    // recompute=selective means under the fsdp profile; None disables checkpointing.
+    o += fmt::format("    config.activation_checkpoint = {}\n",
+                     l.recompute == Recompute::kFull        ? "FullAC.Config()"
+                     : l.recompute == Recompute::kSelective ? "SelectiveAC.Config()"
+                                                            : "None");
+    o += "    return config\n";
     e.text = o;
-    e.notes.push_back(fmt::format("launch on {} GPUs (NGPU={}); activation checkpointing: {} (the trainer's "
-                                  "activation_checkpoint policy)",
-                                  gpus, gpus, recompute_name(l.recompute)));
+    e.notes.push_back(fmt::format("launch on {} GPUs (NGPU={})", gpus, gpus));
     return e;
   }
   // nanotron: huggingface/nanotron@67c5ebb6 src/nanotron/config/parallelism_config.py:15-53,

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include <cstdlib>
 #include <fstream>
 
 #include "cli_runner.hpp"
@@ -142,17 +143,35 @@ TEST_CASE("emit torchtitan and nanotron: the settings of the layout by hand", "[
                            "torchtitan"},
                           dir.path());
   REQUIRE(e.code == 0);
-  for (const char* line : {"[parallelism]\n", "data_parallel_replicate_degree = 1\n", "data_parallel_shard_degree = 4\n",
-                           "fsdp_reshard_after_forward = \"always\"\n", "tensor_parallel_degree = 4\n",
-                           "enable_sequence_parallel = true\n", "pipeline_parallel_degree = 4\n",
-                           "pipeline_parallel_schedule = \"Interleaved1F1B\"\n",
-                           "pipeline_parallel_layers_per_stage = 10\n",  // 80 layers / (4 x 2)
-                           "pipeline_parallel_first_stage_less_layers = 0\n", "num_pp_microbatches = 128\n",  // 512 / (4 x 1)
-                           "num_tokens_per_microbatch_per_dp_rank = 8192\n", "num_tokens_per_train_step = 4194304\n"})
+  // torchtitan@b5bcd76c reads a Python function returning Trainer.Config (no TOML): the fields of
+  // ParallelismConfig / TrainingConfig set on the user's baseline, and the activation checkpointing policy.
+  for (const char* line :
+       {"def paraplan_layout(config: Trainer.Config) -> Trainer.Config:\n",
+        "    config.parallelism.data_parallel_replicate_degree = 1\n", "    config.parallelism.data_parallel_shard_degree = 4\n",
+        "    config.parallelism.fsdp_reshard_after_forward = \"always\"\n", "    config.parallelism.tensor_parallel_degree = 4\n",
+        "    config.parallelism.enable_sequence_parallel = True\n", "    config.parallelism.pipeline_parallel_degree = 4\n",
+        "    config.parallelism.pipeline_parallel_schedule = \"Interleaved1F1B\"\n",
+        "    config.parallelism.pipeline_parallel_layers_per_stage = 10\n",  // 80 layers / (4 x 2)
+        "    config.parallelism.pipeline_parallel_first_stage_less_layers = 0\n",
+        "    config.parallelism.num_pp_microbatches = 128\n",  // 512 / (4 x 1)
+        "    config.training.num_tokens_per_microbatch_per_dp_rank = 8192\n",
+        "    config.training.num_tokens_per_train_step = 4194304\n", "    config.activation_checkpoint = FullAC.Config()\n",
+        "    return config\n"})
     CHECK(e.out.find(line) != std::string::npos);
-  // ZeRO-2: FSDP2 without resharding after the forward.
-  e = run_paraplan({"explain", k7b, "--layout", "dp=8,zero=2,mbs=1", "--emit", "torchtitan"}, dir.path());
-  CHECK(e.out.find("data_parallel_shard_degree = 8\nfsdp_reshard_after_forward = \"never\"\n") != std::string::npos);
+  CHECK(e.out.find("[parallelism]") == std::string::npos);
+  if (std::ifstream("/usr/bin/python3").good()) {
+    // It is Python: the system interpreter compiles it (imports are not resolved: no torchtitan here).
+    const std::string file = (dir.path() / "layout.py").string();
+    std::ofstream(file) << e.out;
+    CHECK(std::system(("/usr/bin/python3 -c \"import ast,sys; ast.parse(open(sys.argv[1]).read())\" " + file).c_str()) == 0);
+  }
+  // ZeRO-2: FSDP2 without resharding after the forward; selective recompute is torchtitan's per-op SelectiveAC.
+  e = run_paraplan({"explain", k7b, "--layout", "dp=8,zero=2,recompute=selective,mbs=1", "--emit", "torchtitan"}, dir.path());
+  CHECK(e.out.find("data_parallel_shard_degree = 8\n    config.parallelism.fsdp_reshard_after_forward = \"never\"\n") !=
+        std::string::npos);
+  CHECK(e.out.find("    config.activation_checkpoint = SelectiveAC.Config()\n") != std::string::npos);
+  e = run_paraplan({"explain", k7b, "--layout", "dp=8,zero=3,recompute=none,mbs=1", "--emit", "torchtitan"}, dir.path());
+  CHECK(e.out.find("    config.activation_checkpoint = None\n") != std::string::npos);
 
   e = run_paraplan({"explain", k7b, "--layout", "dp=2,tp=2,pp=2,sp=1,zero=1,recompute=full,mbs=2,schedule=gpipe", "--emit",
                     "nanotron"},
@@ -203,6 +222,6 @@ TEST_CASE("emit refuses what the framework cannot run and names why (plan --emit
   const Result t = run_paraplan({"plan", "--model", "llama-3.1-8b", "--gpus", "16", "--gpu", "h100", "--emit", "torchtitan"},
                                 dir.path());
   REQUIRE(t.code == 0);
-  CHECK(t.out.find("[parallelism]") != std::string::npos);
+  CHECK(t.out.find("config.parallelism.tensor_parallel_degree = ") != std::string::npos);
   CHECK(t.err.find("zero=1,") == std::string::npos);  // torchtitan has no ZeRO-1: never recommended for it
 }

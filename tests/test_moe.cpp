@@ -375,8 +375,8 @@ TEST_CASE("MoE refusals (validate's dense executors, FP8, --emit where the stack
                    dir.path());
   INFO(r.err);
   REQUIRE(r.code == 0);
-  CHECK(r.out.find("data_parallel_shard_degree = 64\n") != std::string::npos);
-  CHECK(r.out.find("expert_parallel_degree = 8\n") != std::string::npos);
+  CHECK(r.out.find("config.parallelism.data_parallel_shard_degree = 64\n") != std::string::npos);
+  CHECK(r.out.find("config.parallelism.expert_parallel_degree = 8\n") != std::string::npos);
   r = run_paraplan({"explain", "@SRC@/configs/examples/mixtral-8x7b-h100-64.yaml", "--layout", "dp=64,ep=8", "--emit",
                     "nanotron"},
                    dir.path());
