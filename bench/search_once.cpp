@@ -22,7 +22,7 @@
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s SPEC [--all | --load | --evaluate LAYOUT N]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s SPEC [--all | --load | --evaluate LAYOUT N | --dump [FRAMEWORK]]\n", argv[0]);
     return 2;
   }
   try {
