@@ -185,7 +185,10 @@ LayerMemory layer_memory(const Spec& s, const Layout& l) {
   const ActShape a{t.seq_length / l.cp, l.mbs, l.tp, l.sp, dtype_bytes(t.precision), t.fp8, l.expert_tp(),
                    moe_expert_load(prof, t, l.ep), l.ep,
                    m.is_moe() ? m.num_experts / l.ep : 1};
-  const bool full = l.recompute == Recompute::kFull, fragmentation = s.cluster.fragmentation_modelled();
+  const bool full = l.recompute == Recompute::kFull;
+  // Segment rounding of the saved activations, unless the allocator's
+  // expandable segments split them at 512 B (Profile::expandable_segments).
+  const bool fragmentation = s.cluster.fragmentation_modelled() && !prof.expandable_segments;
   // One pass over each kind's saved tensors gives every mode's bytes and slack.
   auto fill = [&](LayerKind kind, std::int64_t* per_layer, std::int64_t* whole, std::int64_t* slack, std::int64_t* whole_slack,
                   TransientPeak* transient, TransientPeak* transient_none) {
@@ -652,9 +655,13 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
   } else {
     // Requests of 10 MiB or more get a segment rounded up to 2 MiB: the
     // remainder of each saved activation is reserved but not allocated.
-    out.add(Category::kFragmentation, "segment rounding of saved activations", held_slack,
-            [&] { return fmt::format("{} layer forwards in flight x {} per layer", held_layers, human(slack)); },
-            "pytorch c10/cuda/CUDACachingAllocator.cpp@001074d2 (kMinLargeAlloc 10 MiB, kRoundLarge 2 MiB, :117-124)");
+    if (prof.expandable_segments)
+      out.add(Category::kFragmentation, "segment rounding of saved activations", held_slack,
+              [&] { return std::string("none: expandable segments split each block at 512 B"); }, prof.expandable);
+    else
+      out.add(Category::kFragmentation, "segment rounding of saved activations", held_slack,
+              [&] { return fmt::format("{} layer forwards in flight x {} per layer", held_layers, human(slack)); },
+              "pytorch c10/cuda/CUDACachingAllocator.cpp@001074d2 (kMinLargeAlloc 10 MiB, kRoundLarge 2 MiB, :117-124)");
     if (holds_loss && prof.loss.logits_block_stranded && a.act_bytes < 4) {
       const std::int64_t bytes = a.act_bytes * a.s * a.b * vocab;
       out.add(Category::kFragmentation, "logits block stranded before the larger fp32 request", bytes, [&] {

@@ -234,6 +234,31 @@ TEST_CASE("allocator rounding of saved activations, by hand", "[memory][allocato
   CHECK(layer_rounding_slack(m, true, Recompute::kFull, ActShape{4000, 1, 1, false, 2}) == 786'432);
 }
 
+TEST_CASE("expandable segments (torchtitan's launcher): no segment rounding of saved activations", "[memory][allocator]") {
+  // Llama-2-7B, s = 4000, one rank, no recompute: under DeepSpeed (the default allocator) each of the 32 layers'
+  // full-recompute input x = 2·4000·4096 = 32,768,000 B rounds up to 32 MiB (786,432 B of slack); torchtitan
+  // launches with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, whose blocks are split from one growing
+  // segment at 512 B (32,768,000 is a multiple of 512): no slack.
+  for (Framework f : {Framework::kDeepSpeed, Framework::kFsdp}) {
+    Spec s = test::spec_for(test::model("llama-2-7b"), 8, 4000, 64);
+    s.cluster = test::cluster("dgx-h100");
+    REQUIRE(s.cluster.fragmentation_modelled());
+    s.training.flash_attention = true;
+    s.training.framework = f;
+    Layout l = parse_layout("dp=8,pp=1,zero=3,recompute=full,mbs=1");
+    REQUIRE(!resolve_layout(s, &l));
+    INFO(framework_name(f));
+    bool seen = false;
+    for (const Term& t : stage_terms(s, l, 0))
+      if (t.name == std::string("segment rounding of saved activations")) {
+        seen = true;
+        CHECK(t.bytes == (f == Framework::kFsdp ? 0 : 32 * 786'432));
+        if (f == Framework::kFsdp) CHECK(t.source.find("expandable_segments:True") != std::string::npos);
+      }
+    CHECK(seen);
+  }
+}
+
 TEST_CASE("allocated, reserved and device bytes with the runtime modelled, by hand", "[memory][frameworks]") {
   // Llama-2-7B under nanotron, tp = 2 with sequence parallelism, dp = 4,
   // mbs 1, seq 4096, on the H100 cluster with no runtime_overhead_gib or

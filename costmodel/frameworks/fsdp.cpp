@@ -116,6 +116,13 @@ const Profile& fsdp_profile() {
                          "trainer.py:795-799 (del pred, then loss.backward()); pytorch aten nll_loss_backward (dense "
                          "fp32 gradient), _log_softmax_backward_data (new fp32 output) while log_softmax's output is saved";
     p.loss.backward_logits_stranded = true;
+    // torchtitan launches with expandable segments (the published runs' commit too).
+    p.expandable_segments = true;
+    p.expandable = "pytorch/torchtitan@9dec370 run_llama_train.sh:22 and @b5bcd76c run_train.sh:43 "
+                   "(PYTORCH_[CUDA_]ALLOC_CONF=\"expandable_segments:True\"); pytorch "
+                   "c10/cuda/CUDACachingAllocator.cpp@001074d2 Note [Expandable Segments] (one segment per stream, "
+                   "grown by mapping pages at its end), alloc_found_block (the block split at the rounded request, "
+                   "512 B)";
     // The combine (token_dispatcher.py:616-619): .to(float32) reads the expert
     // output and writes fp32, the score multiply reads and writes fp32, .to()
     // back reads fp32 and writes the activation dtype; the router's fp32

@@ -270,6 +270,13 @@ struct Profile {
   // Where the cuBLAS workspace comes from: PyTorch's caching allocator (it
   // shows in allocated and reserved) or a cudaMalloc of the framework's own.
   bool cublas_workspace_in_allocator = true;
+  // The framework's launcher turns on the caching allocator's expandable
+  // segments: blocks are split from one growing segment at 512 B, so an
+  // activation of 10 MiB or more is not rounded up to a 2 MiB segment (no
+  // segment rounding slack); what is freed stays where it is, so a freed block
+  // too small for the next request still strands.
+  bool expandable_segments = false;
+  Source expandable = "";
   // Device memory the framework's process takes outside any allocator
   // besides the CUDA context, cuBLAS workspace and NCCL buffers, in MiB.
   double runtime_extra_mib = 0;
