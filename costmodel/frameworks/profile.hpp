@@ -273,8 +273,9 @@ struct Profile {
   // The framework's launcher turns on the caching allocator's expandable
   // segments: blocks are split from one growing segment at 512 B, so an
   // activation of 10 MiB or more is not rounded up to a 2 MiB segment (no
-  // segment rounding slack); what is freed stays where it is, so a freed block
-  // too small for the next request still strands.
+  // segment rounding slack; a block is left whole only when the free tail it
+  // comes from exceeds it by 1 MiB or less, not modelled); what is freed stays
+  // where it is, so a freed block too small for the next request still strands.
   bool expandable_segments = false;
   Source expandable = "";
   // Device memory the framework's process takes outside any allocator
