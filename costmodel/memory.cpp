@@ -163,7 +163,7 @@ struct LayerMemory {
   // What the first stage saves for the embedding and the output layer's rank
   // for the final norm and output layer, per micro-batch in flight.
   std::int64_t embedding = 0, head = 0;
-  // stage_params() of the stages peak_memory walks (0, 1 and the last; -1: none).
+  // stage_params() of representative_stages() (-1: none).
   std::array<StageParams, 3> params{};
   std::array<int, 3> params_stage{-1, -1, -1};
   StageParams params_of(const Model& m, const Layout& l, int stage, bool mtp) const {
@@ -222,9 +222,8 @@ LayerMemory layer_memory(const Spec& s, const Layout& l) {
   for (const SavedTensor& x : embedding_saved_tensors(m)) r.embedding += tensor_bytes(x, a);
   for (const SavedTensor& x : output_saved_tensors(m)) r.head += tensor_bytes(x, a);
   if (!(l.balance == StageBalance::kCost && l.pp > 1)) {
-    const int stages[3] = {0, std::min(1, l.pp - 1), l.pp - 1};
-    for (int i = 0; i < 3; ++i)
-      if (i == 0 || stages[i] != stages[i - 1]) r.params_stage[i] = stages[i], r.params[i] = stage_params(m, l, stages[i], t.mtp);
+    const FixedList<int, 3> stages = representative_stages(l);
+    for (int i = 0; i < stages.size(); ++i) r.params_stage[i] = stages[i], r.params[i] = stage_params(m, l, stages[i], t.mtp);
   }
   return r;
 }
@@ -655,13 +654,11 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
   } else {
     // Requests of 10 MiB or more get a segment rounded up to 2 MiB: the
     // remainder of each saved activation is reserved but not allocated.
-    if (prof.expandable_segments)
-      out.add(Category::kFragmentation, "segment rounding of saved activations", held_slack,
-              [&] { return std::string("none: expandable segments split each block at 512 B"); }, prof.expandable);
-    else
-      out.add(Category::kFragmentation, "segment rounding of saved activations", held_slack,
-              [&] { return fmt::format("{} layer forwards in flight x {} per layer", held_layers, human(slack)); },
-              "pytorch c10/cuda/CUDACachingAllocator.cpp@001074d2 (kMinLargeAlloc 10 MiB, kRoundLarge 2 MiB, :117-124)");
+    out.add(Category::kFragmentation, "segment rounding of saved activations", held_slack, [&] {
+      return prof.expandable_segments ? std::string("none: expandable segments split each block at 512 B")
+                                      : fmt::format("{} layer forwards in flight x {} per layer", held_layers, human(slack));
+    }, prof.expandable_segments ? prof.expandable
+                                : "pytorch c10/cuda/CUDACachingAllocator.cpp@001074d2 (kMinLargeAlloc 10 MiB, kRoundLarge 2 MiB, :117-124)");
     if (holds_loss && prof.loss.logits_block_stranded && a.act_bytes < 4) {
       const std::int64_t bytes = a.act_bytes * a.s * a.b * vocab;
       out.add(Category::kFragmentation, "logits block stranded before the larger fp32 request", bytes, [&] {
@@ -805,10 +802,8 @@ PeakMemory peak_memory(const Spec& s, const Layout& l, MemoryCache* cache) {
 }
 
 namespace {
-// Stages 1 .. pp-2 hold the same parameters and buffers and no more
-// micro-batches in flight than stage 1 (in_flight_chunks never grows with
-// the stage), so the heaviest is stage 0, 1 or the last: three evaluations
-// instead of pp (a 720-stage pipeline costs the same as a 3-stage one).
+// The heaviest stage is one of representative_stages(): three evaluations
+// instead of pp.
 PeakMemory peak_memory_with(const Spec& s, const Layout& l, const LayerMemory& lm) {
   PeakMemory p{0, -1};
   if (l.balance == StageBalance::kCost && l.pp > 1) {
@@ -817,10 +812,7 @@ PeakMemory peak_memory_with(const Spec& s, const Layout& l, const LayerMemory& l
       if (const std::int64_t b = stage_total(s, l, i, lm); b > p.bytes) p = {i, b};
     return p;
   }
-  const int candidates[] = {0, 1, l.pp - 1};
-  for (int k = 0; k < 3; ++k) {
-    const int i = candidates[k];
-    if (i >= l.pp || (k > 0 && i <= candidates[k - 1])) continue;  // pp = 1 or 2: already seen
+  for (const int i : representative_stages(l)) {
     const std::int64_t b = stage_total(s, l, i, lm);
     if (b > p.bytes) p = {i, b};  // ties keep the earlier stage, as estimate_memory does
   }

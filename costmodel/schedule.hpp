@@ -4,9 +4,24 @@
 
 #include <algorithm>
 
+#include "costmodel/fixed_list.hpp"
 #include "costmodel/layout.hpp"
 
 namespace paraplan {
+
+// The stages whose memory and time stand for every stage of a layer split,
+// each once: the first, stage 1 and the last. The middle stages 1 .. pp-2 hold
+// the same layers and buffers and no more micro-batches in flight than stage 1
+// (in_flight_chunks never grows with the stage), so a 720-stage pipeline costs
+// what a 3-stage one does. Not for a compute-cost split (StageBalance::kCost),
+// whose ranks all differ.
+inline FixedList<int, 3> representative_stages(const Layout& l) {
+  FixedList<int, 3> r;
+  r.add(0);
+  if (l.pp > 1) r.add(1);
+  if (l.pp > 2) r.add(l.pp - 1);
+  return r;
+}
 
 // Forward passes of model chunks a pipeline rank has run, and not yet
 // backpropagated, at its activation peak (just before its first backward; the

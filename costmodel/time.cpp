@@ -750,8 +750,8 @@ struct PerLayer {
   int output_stage = 0, cast_stage = 0, loss_stage = 0;
   Groups groups;  // place_groups() of the layout
   // What a stage costs per micro-batch whatever its ZeRO stage and
-  // recomputation (stage_fixed), kept for the stages estimate_time walks:
-  // 0, 1 and the last (stage -1: not kept).
+  // recomputation (stage_fixed), kept for representative_stages() (stage -1:
+  // not kept).
   struct StageFixed {
     int stage = -1;
     double layers = 0, moe_layers = 0;
@@ -831,9 +831,8 @@ PerLayer per_layer(const Spec& s, const Layout& l, const Groups& g) {
     const CostSplit cs = cost_split(s.model, l.pp);
     p.output_stage = cs.head_stage, p.cast_stage = cs.cast_stage, p.loss_stage = cs.loss_stage;
   } else {
-    const int stages[3] = {0, std::min(1, l.pp - 1), l.pp - 1};
-    for (int i = 0; i < 3; ++i)
-      if (i == 0 || stages[i] != stages[i - 1]) p.fixed[i] = stage_fixed(s, l, stages[i], g, p);
+    const FixedList<int, 3> stages = representative_stages(l);
+    for (int i = 0; i < stages.size(); ++i) p.fixed[i] = stage_fixed(s, l, stages[i], g, p);
   }
   p.groups = g;
   const Training& t = s.training;
@@ -1175,9 +1174,8 @@ StepTime estimate_time_with(const Spec& s, const Layout& l, const PerLayer& laye
   if (every) {
     for (int i = 0; i < l.pp; ++i) visit(i, 1);
   } else {
-    visit(0, 1);
-    if (last > 1) visit(1, last - 1);
-    if (last > 0) visit(last, 1);
+    // Stage 1 stands for the last - 1 middle stages.
+    for (const int i : representative_stages(l)) visit(i, i == 1 && last > 1 ? last - 1 : 1);
   }
   r.microbatch_s = crit_total;
   const double crit_params = crit.dp_params;

@@ -220,23 +220,29 @@ void set_bands(std::vector<RankKey>* keys) {
     k.band = k.fits && !k.warned && fastest > 0 ? std::floor((k.step_s / fastest - 1) / kTieFraction) : 0;
 }
 
-bool rank_less(const RankKey& a, const RankKey& b) {
-  if (a.fits != b.fits) return a.fits;
-  // A layout the time model cannot vouch for (StepTime::warnings) ranks
-  // after every one it can: the recommendation has no warning when one fits.
-  if (a.warned != b.warned) return !a.warned;
-  // Fitting without a warning: a tie on time (one band) goes to less memory.
-  if (a.fits && !a.warned && a.band != b.band) return a.band < b.band;
-  if (a.fits && !a.warned && a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
-  if (a.step_s != b.step_s) return a.step_s < b.step_s;
-  return a.peak_bytes < b.peak_bytes;
-}
+// The rankings' orders, as function objects (std::sort inlines them; a
+// function pointer was called per comparison).
+struct RankLess {
+  bool operator()(const RankKey& a, const RankKey& b) const {
+    if (a.fits != b.fits) return a.fits;
+    // A layout the time model cannot vouch for (StepTime::warnings) ranks
+    // after every one it can: the recommendation has no warning when one fits.
+    if (a.warned != b.warned) return !a.warned;
+    // Fitting without a warning: a tie on time (one band) goes to less memory.
+    if (a.fits && !a.warned && a.band != b.band) return a.band < b.band;
+    if (a.fits && !a.warned && a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
+    if (a.step_s != b.step_s) return a.step_s < b.step_s;
+    return a.peak_bytes < b.peak_bytes;
+  }
+};
 
 // Nothing fits: the closest first, by peak memory.
-bool closest_less(const RankKey& a, const RankKey& b) {
-  if (a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
-  return a.step_s < b.step_s;
-}
+struct ClosestLess {
+  bool operator()(const RankKey& a, const RankKey& b) const {
+    if (a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
+    return a.step_s < b.step_s;
+  }
+};
 
 // Puts each candidate where the sorted keys say, in the vector itself, cycle
 // by cycle (a second vector of them was fresh pages to fault in: a tenth of
@@ -297,7 +303,7 @@ std::vector<RankKey> rank_keys(const std::vector<Candidate>& c) {
 void rank_candidates(std::vector<Candidate>* c) {
   std::vector<RankKey> keys = rank_keys(*c);
   set_bands(&keys);
-  std::sort(keys.begin(), keys.end(), [](const RankKey& a, const RankKey& b) { return rank_less(a, b); });
+  std::sort(keys.begin(), keys.end(), RankLess{});
   permute(c, &keys);
 }
 
@@ -418,10 +424,10 @@ Plan make_plan(const Spec& s) {
     }
   }
   if (plan.feasible == 0) {
-    std::sort(keys.begin(), keys.end(), [](const RankKey& a, const RankKey& b) { return closest_less(a, b); });
+    std::sort(keys.begin(), keys.end(), ClosestLess{});
   } else {
     set_bands(&keys);
-    std::sort(keys.begin(), keys.end(), [](const RankKey& a, const RankKey& b) { return rank_less(a, b); });
+    std::sort(keys.begin(), keys.end(), RankLess{});
     plan.pareto = pareto_of(keys);  // as rank_candidates + pareto_front
   }
   permute(&plan.candidates, &keys);
