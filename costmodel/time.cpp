@@ -1054,6 +1054,19 @@ StageMicrobatch stage_microbatch_with(const Spec& s, const Layout& l, int stage,
   }
   sink.add("ZeRO-3 gathers (exposed)", r.zero3_s,
            [&] { return fmt::format("{:g} layer gathers, each prefetched beside the layer before", layers); });
+  // The host dispatches the stage's layers (and a recomputed layer's forward,
+  // a third of a layer, again) no faster than the framework's measured time
+  // per layer: where the GPU has less to do, it waits for the host.
+  if (tv.host_layer_tp_s > 0 && l.tp > 1) {
+    const double host = (layers + recomputed / 3) * tv.host_layer_tp_s;
+    r.host_wait_s = std::max(0.0, host - r.gpu());
+    sink.add("host dispatch (GPU waits)", r.host_wait_s, [&] {
+      return fmt::format("({:g} layers{}) x {:.2f} ms of the host per layer per micro-batch at tp > 1 = {:.3f} ms, "
+                         "less the GPU's {:.3f} ms",
+                         layers, recomputed > 0 ? fmt::format(" + {:g} recomputed forwards / 3", recomputed) : std::string(),
+                         tv.host_layer_tp_s * 1e3, host * 1e3, r.gpu() * 1e3);
+    }, tv.host_layer);
+  }
   return r;
 }
 
@@ -1122,6 +1135,7 @@ StageStepTerms stage_step_terms(const Spec& s, const Layout& l, int stage) {
   r.pp_comm_s = m * mb.pp_comm_s;
   r.cp_comm_s = m * mb.cp_comm_s;
   r.ep_comm_s = m * mb.ep_comm_s;
+  r.host_wait_s = m * mb.host_wait_s;
   r.bubble_s = estimate_time(s, l).bubble_s;
   r.dp_comm_s = dp_step_comm(s, l, dp_collectives(s, l, g.dp, params)).total();
   return r;
@@ -1194,6 +1208,7 @@ StepTime estimate_time_with(const Spec& s, const Layout& l, const PerLayer& laye
   r.pp_comm_s = m * crit.pp_comm_s;
   r.cp_comm_s = m * crit.cp_comm_s;
   r.ep_comm_s = m * crit.ep_comm_s;
+  r.host_wait_s = m * crit.host_wait_s;
 
   DpCollectives computed_dp;
   r.dp_comm_s =
@@ -1202,7 +1217,8 @@ StepTime estimate_time_with(const Spec& s, const Layout& l, const PerLayer& laye
   r.optimizer_s = tail_opt;
   r.dp_comm_total_s = dp_step_comm(s, l, stage_dp(s, l, g, layer, tail_stage, tail_params, &computed_dp)).total();
 
-  r.step_s = r.compute_s + r.tp_comm_s + r.pp_comm_s + r.cp_comm_s + r.ep_comm_s + r.dp_comm_s + r.bubble_s + r.optimizer_s;
+  r.step_s = r.compute_s + r.tp_comm_s + r.pp_comm_s + r.cp_comm_s + r.ep_comm_s + r.dp_comm_s + r.bubble_s + r.optimizer_s +
+             r.host_wait_s;
 
   const Training& t = s.training;
   const double gpus = l.gpus(), peak = s.cluster.gpu.peak_tflops_bf16 * 1e12;
@@ -1228,7 +1244,11 @@ StepTime estimate_time_with(const Spec& s, const Layout& l, const PerLayer& laye
   r.fp8 = fp8_gemms(t, s.cluster);
   r.best_published_mfu = r.fp8 ? s.cluster.best_published_mfu_fp8 : s.cluster.best_published_mfu;
   if (r.tp_nodes > 1) r.warnings |= StepTime::kWarnTpAcrossNodes;
-  if (s.model.num_layers > 0 && r.layer_forward_s < kSmallLayerForwardS) r.warnings |= StepTime::kWarnSmallWork;
+  // Small work: fixed costs the model does not price dominate, unless the
+  // framework's measured host time per layer prices them (tp > 1).
+  const bool host_floor = profile(t.framework).time.host_layer_tp_s > 0 && l.tp > 1;
+  if (s.model.num_layers > 0 && r.layer_forward_s < kSmallLayerForwardS && !host_floor)
+    r.warnings |= StepTime::kWarnSmallWork;
   if (r.best_published_mfu > 0 && r.mfu > r.best_published_mfu) r.warnings |= StepTime::kWarnMfuAboveBest;
   return r;
 }

@@ -16,7 +16,8 @@
 namespace paraplan {
 
 struct StepTime {
-  // step_s = compute_s + tp_comm_s + pp_comm_s + cp_comm_s + ep_comm_s + dp_comm_s + bubble_s + optimizer_s.
+  // step_s = compute_s + tp_comm_s + pp_comm_s + cp_comm_s + ep_comm_s + dp_comm_s + bubble_s + optimizer_s
+  //          + host_wait_s.
   double step_s = 0;
   double compute_s = 0;    // m × (forward + backward + recompute) of the slowest stage
   double tp_comm_s = 0;    // m × TP/SP collectives of that stage (critical path)
@@ -26,6 +27,7 @@ struct StepTime {
   double dp_comm_s = 0;    // DP/ZeRO communication left exposed after overlap
   double bubble_s = 0;     // pipeline fill and drain
   double optimizer_s = 0;  // optimizer step on this rank's (sharded) parameters
+  double host_wait_s = 0;  // m × the slowest stage's wait for the host's dispatch (StageMicrobatch::host_wait_s)
   double dp_comm_total_s = 0;  // DP/ZeRO communication before overlap
   double microbatch_s = 0;     // one micro-batch, forward + backward, on the slowest stage
   int microbatches = 0;
@@ -80,13 +82,17 @@ struct StageMicrobatch {
   double cp_comm_s = 0;   // context-parallel K|V ring, exposed part
   double ep_comm_s = 0;   // expert-parallel all-to-alls and etp collectives of the MoE layers
   double zero3_s = 0;     // ZeRO-3 parameter gathers not hidden behind compute
+  // The GPU waiting for the host: the framework's measured dispatch time of the
+  // stage's layers (TimeVariant::host_layer_tp_s) less everything above, when it is more.
+  double host_wait_s = 0;
   double params = 0;      // parameters one rank of the stage holds (before ZeRO sharding)
   // The same as the data-parallel collectives and the optimizer see them: the
   // routed experts' share reduces and shards over the expert data-parallel
   // group edp, not dp x cp, so it counts scaled by the ring volume
   // ((edp-1)/edp against (dp-1)/dp) and by the shard (dp x cp / edp).
   double dp_params = 0, optimizer_params = 0;
-  double total() const { return forward_s + backward_s + tp_comm_s + pp_comm_s + cp_comm_s + ep_comm_s + zero3_s; }
+  double gpu() const { return forward_s + backward_s + tp_comm_s + pp_comm_s + cp_comm_s + ep_comm_s + zero3_s; }
+  double total() const { return gpu() + host_wait_s; }
 };
 
 // Share of the launched tensor-core work that is useful: the GEMM's m×n
@@ -175,6 +181,7 @@ struct StageStepTerms {
   double ep_comm_s = 0;    // m × expert-parallel all-to-alls
   double bubble_s = 0;     // pipeline fill and drain (StepTime::bubble_s)
   double dp_comm_s = 0;    // every DP/ZeRO collective of the stage, overlapped or not
+  double host_wait_s = 0;  // m × the GPU's wait for the host's dispatch
 };
 StageStepTerms stage_step_terms(const Spec& spec, const Layout& layout, int stage);
 

@@ -20,6 +20,7 @@ json time_json(const StepTime& t) {
           {"dp_comm_s", t.dp_comm_s},
           {"bubble_s", t.bubble_s},
           {"optimizer_s", t.optimizer_s},
+          {"host_wait_s", t.host_wait_s},
           {"dp_comm_total_s", t.dp_comm_total_s},
           {"microbatch_s", t.microbatch_s},
           {"microbatches", t.microbatches},
@@ -54,12 +55,14 @@ std::string time_text(const StepTime& t, const Layout& l) {
   std::string o = fmt::format(
       "step {:.3f} s = compute {:.3f} ({:.0f}%) + tp comm {:.3f} ({:.0f}%) + pp comm {:.3f} "
       "({:.0f}%){}{} + exposed dp comm {:.3f} ({:.0f}%) + bubble {:.3f} ({:.0f}%) + optimizer {:.3f} "
-      "({:.0f}%)\n",
+      "({:.0f}%){}\n",
       t.step_s, t.compute_s, pct(t.compute_s), t.tp_comm_s, pct(t.tp_comm_s), t.pp_comm_s,
       pct(t.pp_comm_s),
       l.cp > 1 ? fmt::format(" + exposed cp ring {:.3f} ({:.0f}%)", t.cp_comm_s, pct(t.cp_comm_s)) : std::string(),
       t.ep_comm_s > 0 ? fmt::format(" + expert all-to-all {:.3f} ({:.0f}%)", t.ep_comm_s, pct(t.ep_comm_s)) : std::string(),
-      t.dp_comm_s, pct(t.dp_comm_s), t.bubble_s, pct(t.bubble_s), t.optimizer_s, pct(t.optimizer_s));
+      t.dp_comm_s, pct(t.dp_comm_s), t.bubble_s, pct(t.bubble_s), t.optimizer_s, pct(t.optimizer_s),
+      t.host_wait_s > 0 ? fmt::format(" + host dispatch wait {:.3f} ({:.0f}%)", t.host_wait_s, pct(t.host_wait_s))
+                        : std::string());
   o += fmt::format(
       "     {:.0f} tokens/s, {:.1f} TFLOP/s per GPU, MFU {:.1f}% (HFU {:.1f}%); {} micro-batches of "
       "{:.3f} s on stage {}",
@@ -107,7 +110,8 @@ std::string why_faster(const Candidate& a, const Candidate& b, const char* what)
                         {"expert-parallel all-to-all", a.time.ep_comm_s, b.time.ep_comm_s},
                         {"exposed data-parallel communication", a.time.dp_comm_s, b.time.dp_comm_s},
                         {"pipeline bubble", a.time.bubble_s, b.time.bubble_s},
-                        {"optimizer time", a.time.optimizer_s, b.time.optimizer_s}};
+                        {"optimizer time", a.time.optimizer_s, b.time.optimizer_s},
+                        {"waiting for the host's dispatch", a.time.host_wait_s, b.time.host_wait_s}};
   const Term* best = &terms[0];
   for (const Term& t : terms)
     if (t.b - t.a > best->b - best->a) best = &t;

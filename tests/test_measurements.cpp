@@ -26,6 +26,7 @@
 #include <tuple>
 #include <vector>
 
+#include "costmodel/frameworks/profile.hpp"
 #include "costmodel/memory.hpp"
 #include "costmodel/time.hpp"
 #include "planner/layout_source.hpp"
@@ -554,11 +555,65 @@ TEST_CASE("nanotron on H100 (Ultra-Scale Playbook): tokens/s of the runs that ra
   // Where paraplan stands (the issue's targets are 12% and 90%; see README
   // "What is verified"): these bounds catch a regression.
   // On EFA (h100-aws-p5) with the pipelined collectives, 4 us per GEMM and nanotron's own DDP
-  // buckets: 18.3% and 11 of 14;
+  // buckets: 18.3% and 11 of 14; with nanotron's host time per layer at tp > 1: 14.9%;
   // the 64-node groups, where measured throughput collapses to a fifth of the
   // 32-node one, are the misses besides 1B/n8 (its top four runs within 3%).
-  CHECK(med_abs <= 0.185);
+  CHECK(med_abs <= 0.15);
   CHECK(in_top5 >= 11);
+  // Every pp = 1 run that ran, whatever its MFU: before the host time per
+  // layer 63% (the tp 2-8 runs at small micro-batches up to 3.5x fast), with it 28%.
+  std::vector<double> pp1;
+  for (const TimedRow& r : rows)
+    if (r.pp == 1)
+      if (const double p = predicted_tokens_per_s_per_gpu(r); p > 0) pp1.push_back(std::abs(p / r.tokens_per_s_per_gpu - 1));
+  WARN("nanotron tokens/s, every pp = 1 run that ran (" << pp1.size() << "): median |error| " << 100 * median(pp1) << "%");
+  CHECK(median(pp1) < 0.30);
+}
+
+// nanotron's host floor (costmodel/frameworks/nanotron.cpp, TimeVariant::host_layer_tp_s):
+// the Playbook's runs with tp 4 or 8 at micro-batch 1 take the same time per
+// layer per micro-batch whatever the model, far above the GPU's work: the host
+// dispatching the layer sets their pace. The value is the median of these runs
+// (measured step / (grad_accum x layers), no model in it); the rows are the
+// copy of the Playbook's table in tests/data/measurements.
+TEST_CASE("nanotron's host time per layer at tp > 1: the Playbook's host-bound runs (issue 15's fixed costs)",
+          "[measurements]") {
+  const std::vector<TimedRow> rows = read_timed_rows();
+  std::vector<double> per_layer, per_layer_1b, per_layer_3b, fit_err, held_tp2, held_mbs2;
+  for (const TimedRow& r : rows) {
+    if (r.pp != 1 || r.nodes > 16) continue;
+    const int layers = r.model == "1B" ? 16 : 28;  // configs/models/nanotron-bench-*.yaml
+    // Tokens of the step over the GPUs' throughput: the step; per micro-batch and layer.
+    const double step = double(r.dp) * r.mbs * r.grad_accum * 4096 / (r.tokens_per_s_per_gpu * r.dp * r.tp);
+    const double err = predicted_tokens_per_s_per_gpu(r) / r.tokens_per_s_per_gpu - 1;
+    if ((r.tp == 4 || r.tp == 8) && r.mbs == 1) {
+      per_layer.push_back(step / r.grad_accum / layers);
+      (r.model == "1B" ? per_layer_1b : per_layer_3b).push_back(per_layer.back());
+      fit_err.push_back(std::abs(err));
+    } else if (r.model == "1B" && r.tp == 2 && r.mbs == 1) {
+      held_tp2.push_back(std::abs(err));  // not in the fit: tp 2
+    } else if (r.tp == 8 && r.mbs == 2) {
+      held_mbs2.push_back(std::abs(err));  // not in the fit: micro-batch 2
+    }
+  }
+  REQUIRE(per_layer.size() == 38);
+  const double floor_s = profile(Framework::kNanotron).time.host_layer_tp_s;
+  WARN("nanotron host time per layer per micro-batch (tp 4-8, micro-batch 1, 38 runs): median "
+       << 1e3 * median(per_layer) << " ms (1B " << 1e3 * median(per_layer_1b) << ", 3B " << 1e3 * median(per_layer_3b)
+       << "), profile " << 1e3 * floor_s << " ms; tokens/s median |error| " << 100 * median(fit_err)
+       << "% (fit), " << 100 * median(held_tp2) << "% (1B tp 2, " << held_tp2.size() << " runs), "
+       << 100 * median(held_mbs2) << "% (tp 8 micro-batch 2, " << held_mbs2.size() << " runs)");
+  // The profile holds the median of the runs.
+  CHECK(std::abs(floor_s / median(per_layer) - 1) < 0.005);
+  // The same per layer for a layer of 2.3x the FLOPs: set by the host, not the GPU.
+  CHECK(std::abs(median(per_layer_1b) / median(per_layer_3b) - 1) < 0.05);
+  // With it the model meets these runs, and runs outside the fit.
+  CHECK(median(fit_err) < 0.04);
+  CHECK(*std::max_element(fit_err.begin(), fit_err.end()) < 0.10);
+  REQUIRE(held_tp2.size() == 10);
+  REQUIRE(held_mbs2.size() == 8);
+  CHECK(median(held_tp2) < 0.05);
+  CHECK(median(held_mbs2) < 0.08);
 }
 
 TEST_CASE("Megatron-LM's own CI step times on H100 and A100 (gpt3_7b_*_memory_speed goldens)", "[measurements]") {

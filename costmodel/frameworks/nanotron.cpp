@@ -104,6 +104,22 @@ const Profile& nanotron_profile() {
       "a LlaMoE model on megablocks); use framework megatron or fsdp (torchtitan)");
     // ZeRO-1's gather after the step: one all_gather of the flattened shard (distributed.py:201-206).
     q.time.param_gather_one_collective = true;
+    // The host floor, MEASURED on the Ultra-Scale Playbook's runs (nanotron@67c5ebb6, PyTorch 2.1 + CUDA 12.1 on
+    // AWS p5, run_multinode.sh): the 38 runs with pp 1, tp 4 or 8, micro-batch 1 and at most 16 nodes (1B and 3B,
+    // ZeRO 0 and 1) take 4.31-5.40 ms, median 4.63 ms, per layer per micro-batch (step / (grad_accum x layers)),
+    // whatever the model: the 3B layer has 2.3x the 1B's FLOPs, and the GPU time paraplan predicts for them is
+    // 1.3-2.4 ms. Per layer nanotron dispatches from Python about 45 ops forward and twice as many backward, among
+    // them 4 Triton launches forward (two RMSNorms, two rotary embeddings) and as many backward, at 40-62 us each for
+    // the Triton 2.x of PyTorch 2.1-2.2 (triton-lang/triton#3503; #1431: 42-55 us), and at tp > 1 the async
+    // linears' all-gathers, reduce-scatters, buffer and split bookkeeping (functional.py:118-345, 453-583). Its
+    // tp = 1 path skips all of that (group size 1: F.linear, functional.py:137-140); no tp = 1 run of the Playbook is host-bound
+    // (a 1B layer takes >= 5.7 ms on the GPU at micro-batch 1), so no floor is set there.
+    q.time.host_layer_tp_s = 4.63e-3;
+    q.time.host_layer =
+        "MEASURED: Ultra-Scale Playbook nanotron@67c5ebb6 runs, pp 1, tp 4-8, micro-batch 1, <= 16 nodes: median 4.63 ms "
+        "per layer per micro-batch (38 runs, 4.31-5.40 ms), 1B and 3B alike (tests/test_measurements.cpp); cause: "
+        "Python dispatch of the layer, Triton 2.x launches at 40-62 us (triton-lang/triton#3503, #1431), the async "
+        "linears' collectives (src/nanotron/parallel/tensor_parallel/functional.py:118-345, 453-583)";
     return q;
   }();
   return p;

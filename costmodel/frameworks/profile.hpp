@@ -206,6 +206,14 @@ struct TimeVariant {
   // ZeRO-1/2's parameter all-gather after the step is one collective of the
   // whole shard, not the reduction's buckets (nanotron).
   bool param_gather_one_collective = false;
+  // The host's time to dispatch one layer's forward and backward for one
+  // micro-batch (the framework's Python, autograd, kernel and collective
+  // launches) where tp > 1, measured: a micro-batch of a stage lasts at least
+  // its layers times this, however little the GPU has to do (0: not measured,
+  // no floor). A recomputed forward dispatches a third of it again (JUDGEMENT:
+  // a backward launches about two ops per forward op).
+  double host_layer_tp_s = 0;
+  Source host_layer = "";
   // The passes and their source for a run: the fused ones when asked for and the framework has them.
   bool ce_fused(bool fusion) const { return fusion && fused_ce_fp32_passes_forward >= 0; }
   int ce_forward(bool fusion) const { return ce_fused(fusion) ? fused_ce_fp32_passes_forward : ce_fp32_passes_forward; }

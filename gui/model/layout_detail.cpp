@@ -17,6 +17,7 @@ const char* time_term_name(TimeTerm t) {
     case TimeTerm::kOptimizer: return "optimizer";
     case TimeTerm::kCpComm: return "CP ring (exposed)";
     case TimeTerm::kEpComm: return "EP all-to-all";
+    case TimeTerm::kHostWait: return "host dispatch wait";
     case TimeTerm::kCount: break;
   }
   return "?";
@@ -32,6 +33,7 @@ double time_term_value(const StepTime& t, TimeTerm term) {
     case TimeTerm::kOptimizer: return t.optimizer_s;
     case TimeTerm::kCpComm: return t.cp_comm_s;
     case TimeTerm::kEpComm: return t.ep_comm_s;
+    case TimeTerm::kHostWait: return t.host_wait_s;
     case TimeTerm::kCount: break;
   }
   return 0;

@@ -28,7 +28,7 @@ struct StageBar {
   std::vector<Segment> segments;  // non-zero categories, in Category order
 };
 
-enum class TimeTerm { kCompute, kTpComm, kPpComm, kDpComm, kBubble, kOptimizer, kCpComm, kEpComm, kCount };
+enum class TimeTerm { kCompute, kTpComm, kPpComm, kDpComm, kBubble, kOptimizer, kCpComm, kEpComm, kHostWait, kCount };
 inline constexpr int kNumTimeTerms = int(TimeTerm::kCount);
 const char* time_term_name(TimeTerm t);
 double time_term_value(const StepTime& t, TimeTerm term);

@@ -79,6 +79,7 @@ ImU32 time_term_color(int t) {
       IM_COL32(240, 210, 90, 255),   // optimizer
       IM_COL32(120, 200, 230, 255),  // CP ring
       IM_COL32(230, 120, 80, 255),   // EP all-to-all
+      IM_COL32(150, 150, 150, 255),  // host dispatch wait
   };
   return t >= 0 && t < int(sizeof k / sizeof k[0]) ? k[t] : IM_COL32(200, 200, 200, 255);
 }
