@@ -29,6 +29,8 @@ import time
 try:
     import torch
     import torch.nn.functional as F
+
+    import torch_timing  # scripts/torch_timing.py
 except ImportError:  # the suite's quick run skips (exit 77) where PyTorch is missing
     print("gpu_layer_measure: PyTorch cannot be imported; skipped")
     sys.exit(77)
@@ -49,29 +51,12 @@ def save():
 
 
 def sync():
-    if dev == "cuda":
-        torch.cuda.synchronize()
+    torch_timing.sync(dev)
 
 
 def timed(fn, seconds):
     """Mean time of fn over back-to-back calls lasting about `seconds`, after as long a warm-up."""
-    fn(); sync()
-    t0 = time.perf_counter(); fn(); sync(); one = max(time.perf_counter() - t0, 1e-6)
-    iters = max(3, int(seconds / one))
-    for _ in range(iters):  # warm-up: let the clocks settle where sustained load puts them
-        fn()
-    sync()
-    if dev == "cuda":
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(iters):
-            fn()
-        b.record(); b.synchronize()
-        return a.elapsed_time(b) / 1e3 / iters
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        fn()
-    return (time.perf_counter() - t0) / iters
+    return torch_timing.mean_call_time(fn, dev, seconds, warmup=True)
 
 
 def rms_norm(x, w, eps=1e-5):

@@ -25,6 +25,8 @@ import time
 
 import torch
 
+import torch_timing  # scripts/torch_timing.py
+
 out_dir = sys.argv[1] if len(sys.argv) > 1 else "."
 quick = "--quick" in sys.argv
 dev = "cuda" if torch.cuda.is_available() else "cpu"
@@ -42,26 +44,12 @@ def save():
 
 
 def sync():
-    if dev == "cuda":
-        torch.cuda.synchronize()
+    torch_timing.sync(dev)
 
 
 def timeit(fn, min_time=0.05, max_iters=200):
     """Mean time of a batch of back-to-back calls after a warm-up (CUDA events on the GPU)."""
-    fn(); sync()
-    t0 = time.perf_counter(); fn(); sync(); one = max(time.perf_counter() - t0, 1e-6)
-    iters = max(3, min(max_iters, int(min_time / one)))
-    if dev == "cuda":
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(iters):
-            fn()
-        b.record(); b.synchronize()
-        return a.elapsed_time(b) / 1e3 / iters
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        fn()
-    return (time.perf_counter() - t0) / iters
+    return torch_timing.mean_call_time(fn, dev, min_time, max_iters)
 
 
 # ---- memory: what the process holds outside the caching allocator
