@@ -13,6 +13,29 @@
 using namespace paraplan::test;
 using nlohmann::json;
 
+TEST_CASE("time.host_wait_s: nanotron's measured host time per layer shows in the JSON and sums into the step",
+          "[plan][cli]") {
+  // Llama-2-7B under nanotron at tp 8, micro-batch 1: ~2.2 ms of GPU per layer per
+  // micro-batch against the 4.63 ms its host needs (costmodel/frameworks/nanotron.cpp).
+  TempDir dir;
+  const Result r = run_paraplan({"explain", "@SRC@/configs/examples/llama2-7b-dgx-h100.yaml", "--framework", "nanotron",
+                                 "--layout", "dp=1,tp=8,pp=1,sp=1,zero=0,mbs=1", "--format", "json"},
+                                dir.path());
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json t = json::parse(r.out).at("time");
+  const double m = t["microbatches"].get<double>();
+  CHECK(t["host_wait_s"].get<double>() > 0);
+  // Every micro-batch lasts exactly its 32 layers' dispatch: 32 x 4.63 ms.
+  CHECK(t["microbatch_s"].get<double>() == Approx(32 * 4.63e-3).epsilon(1e-9));
+  CHECK(t["step_s"].get<double>() ==
+        Approx(t["compute_s"].get<double>() + t["tp_comm_s"].get<double>() + t["pp_comm_s"].get<double>() +
+               t["cp_comm_s"].get<double>() + t["ep_comm_s"].get<double>() + t["dp_comm_s"].get<double>() +
+               t["bubble_s"].get<double>() + t["optimizer_s"].get<double>() + t["host_wait_s"].get<double>()));
+  CHECK(t["host_wait_s"].get<double>() ==
+        Approx(m * 32 * 4.63e-3 - t["compute_s"].get<double>() - t["tp_comm_s"].get<double>()).epsilon(1e-9));
+}
+
 TEST_CASE("plan JSON has every documented key", "[plan][cli]") {
   TempDir dir;
   const Result r = run_paraplan(
@@ -27,8 +50,8 @@ TEST_CASE("plan JSON has every documented key", "[plan][cli]") {
   CHECK(j["candidates"].size() == 5);
   CHECK(j["feasible"].get<long>() <= j["evaluated"].get<long>());
   for (const json& c : j["candidates"]) {
-    for (const char* k : {"step_s", "compute_s", "tp_comm_s", "pp_comm_s", "cp_comm_s", "dp_comm_s", "bubble_s",
-                          "optimizer_s"})
+    for (const char* k : {"step_s", "compute_s", "tp_comm_s", "pp_comm_s", "cp_comm_s", "ep_comm_s", "dp_comm_s",
+                          "bubble_s", "optimizer_s", "host_wait_s"})
       CHECK(c["time"].contains(k));
     CHECK(c["warnings"].is_array());
     for (const char* k : {"tokens_per_s", "tflops_per_gpu", "mfu"}) CHECK(c["throughput"].contains(k));
@@ -37,8 +60,8 @@ TEST_CASE("plan JSON has every documented key", "[plan][cli]") {
     const json& t = c["time"];
     CHECK(t["step_s"].get<double>() ==
           Approx(t["compute_s"].get<double>() + t["tp_comm_s"].get<double>() + t["pp_comm_s"].get<double>() +
-                 t["cp_comm_s"].get<double>() + t["dp_comm_s"].get<double>() +
-                 t["bubble_s"].get<double>() + t["optimizer_s"].get<double>()));
+                 t["cp_comm_s"].get<double>() + t["ep_comm_s"].get<double>() + t["dp_comm_s"].get<double>() +
+                 t["bubble_s"].get<double>() + t["optimizer_s"].get<double>() + t["host_wait_s"].get<double>()));
   }
   // Ranked by step time, a tie within 0.05 % (bands of the fastest) by memory; the recommendation
   // is the first and it fits.
