@@ -151,6 +151,12 @@ struct Cluster {
   // 4 MiB + LL 0.5 MiB + LL128 4.6875 MiB) = 294 MiB (nccl src/init.cc:810-828,
   // src/include/device.h; channel count and peers per rank: JUDGEMENT).
   double nccl_comm_mib = 294;
+  // Channels of an NCCL collective on this node type, each one CTA on one SM
+  // of the GPU for as long as the collective runs (cluster key
+  // intra_node.nccl_channels): the SMs an overlapped collective takes from the
+  // compute beside it (costmodel/time.cpp overlap_contention). 16: NCCL's
+  // NVLS channel count on sm90 (nccl src/transport/nvls.cc:155), the default.
+  int nccl_channels = 16;
   // Achievable fractions of the line rates above, used by the time model
   // (costmodel/time.cpp, comm.cpp); JUDGEMENT defaults, meant to be calibrated.
   // Large bf16 GEMMs reach ~70-80% of dense peak in public cuBLAS benchmarks

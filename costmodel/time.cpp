@@ -397,18 +397,25 @@ double tp_collective_time(const Cluster& c, const Layout& l, const GroupPlacemen
 // linear pairs with an activation collective each way (2: attention and MLP;
 // an MoE layer's MLP has one only for its shared experts, the routed experts
 // moving tokens by all-to-all instead).
-constexpr int kNcclChannels = 16;
 
 // The slowdown of compute that runs beside an NCCL collective, per second of
 // the collective it hides: the collective's kernels hold one CTA per channel
 // on as many SMs (NVIDIA/nccl@5067397c src/enqueue.cc:1758, a kernel's grid is
-// nChannels blocks), which the compute kernels lose: channels / (SMs - channels);
-// 16 channels: NCCL's NVLS default on sm90 (src/transport/nvls.cc:155), a
-// JUDGEMENT for inter-node rings and other GPUs. The same for TP collectives
+// nChannels blocks), which the compute kernels lose: channels / (SMs - channels).
+// A group inside a node: the cluster's intra_node.nccl_channels (16 unless
+// given: NCCL's NVLS count on sm90, src/transport/nvls.cc:155; 24 on 8-GPU
+// H100/H200 NVSwitch nodes, whose rings NCCL runs on 24, configs/clusters/
+// dgx-h100.yaml). A group across nodes: 16 (kDefaultNcclChannels; its rings
+// follow the NICs, not measured: JUDGEMENT). The same for TP collectives
 // beside their GEMMs and DP buckets beside the backward (or ZeRO-3 gathers
 // beside the layer before).
-double overlap_contention(const Cluster& c) {
-  return c.gpu.sm_count > kNcclChannels ? double(kNcclChannels) / (c.gpu.sm_count - kNcclChannels) : 0;
+constexpr int kDefaultNcclChannels = 16;
+int nccl_channels(const Cluster& c, const GroupPlacement& g) {
+  return g.intra_node() ? c.nccl_channels : kDefaultNcclChannels;
+}
+double overlap_contention(const Cluster& c, const GroupPlacement& g) {
+  const int k = nccl_channels(c, g);
+  return c.gpu.sm_count > k ? double(k) / (c.gpu.sm_count - k) : 0;
 }
 
 // One collective of `one` seconds beside a pass of `pass` seconds: what
@@ -428,11 +435,10 @@ TpLayerComm tp_layer_comm(const Model& m, const Training& t, const Layout& l, co
   const double bytes = tokens(t, l) * m.hidden_size * act_bytes(t);
   // `n` collectives of time `one`, each beside a GEMM of time `beside / n`:
   // what outlasts the GEMM is exposed, and while both run the collective's
-  // kernels hold SMs the GEMM loses (one CTA per NCCL channel; 16 channels:
-  // NCCL's NVLS default on sm90, NVIDIA/nccl@5067397c src/transport/nvls.cc:155,
-  // a JUDGEMENT for other GPUs), slowing it by channels / (SMs - channels) for
-  // the overlapped time.
-  const double contention = overlap_contention(c);
+  // kernels hold SMs the GEMM loses (one CTA per NCCL channel, as many
+  // channels as overlap_contention gives the tp group), slowing it by
+  // channels / (SMs - channels) for the overlapped time.
+  const double contention = overlap_contention(c, g);
   auto exposed = [contention](int n, double one, double beside) { return n * exposed_beside(one, beside / n, contention); };
   // Megatron --tp-comm-overlap: userbuffers pipeline every TP GEMM with its
   // collective (with SP only; Megatron refuses it without).
@@ -648,10 +654,12 @@ struct DpCollectives {
   double gather_s = 0;  // dp_param_gather_time
   double buckets = 1;   // bucket_count
   double gathers = 1;   // param_gather_count
+  double contention = 0;  // overlap_contention of the dp group
 };
 DpCollectives dp_collectives(const Spec& s, const Layout& l, const GroupPlacement& g, double params) {
   const double buckets = bucket_count(s, l, params), gathers = param_gather_count(s, l, buckets);
-  return {dp_grad_reduce_time(s, l, g, params, buckets), dp_param_gather_time(s, l, g, params, gathers), buckets, gathers};
+  return {dp_grad_reduce_time(s, l, g, params, buckets), dp_param_gather_time(s, l, g, params, gathers), buckets, gathers,
+          overlap_contention(s.cluster, g)};
 }
 
 DpStepComm dp_step_comm(const Spec& s, const Layout& l, const DpCollectives& c) {
@@ -682,7 +690,7 @@ double dp_exposed_tail_time(const Spec& s, const Layout& l, const DpCollectives&
   // after the step (TimeVariant::param_gather_overlaps_forward).
   const bool gather_overlaps =
       profile(s.training.framework).time.param_gather_overlaps_forward && s.training.overlap_param_gather;
-  const double k = overlap_contention(s.cluster);
+  const double k = c.contention;
   return bucketed_exposed(reduce, n, mb.backward_s, k) +
          (gather_overlaps ? bucketed_exposed(gather, c.gathers, mb.forward_s, k) : gather);
 }
@@ -693,8 +701,7 @@ double dp_exposed_per_microbatch_time(const Spec& s, const Layout& l, const DpCo
   if (!reduces_every_microbatch(l)) return mb.zero3_s;
   if (!s.training.overlap_dp_comm) return mb.zero3_s + c.reduce_s;
   const double hidden = std::max(0.0, mb.backward_s - (l.zero >= 3 ? c.gather_s : 0));
-  return mb.zero3_s + bucketed_exposed(c.reduce_s, c.buckets, hidden,
-                                       overlap_contention(s.cluster));
+  return mb.zero3_s + bucketed_exposed(c.reduce_s, c.buckets, hidden, c.contention);
 }
 
 // ZeRO-3 per micro-batch: each layer's parameters are gathered before it runs,
@@ -705,11 +712,12 @@ double dp_exposed_per_microbatch_time(const Spec& s, const Layout& l, const DpCo
 // one where it outlasts the layer before it, the hidden part slowing the layer
 // it runs beside (overlap_contention). `layers` passes of forward_s / layers
 // (backward_s / layers) each.
-double zero3_exposed_gather_time(const Spec& s, const Layout& l, double gather, double layers, double forward_s,
-                                 double backward_s) {
+double zero3_exposed_gather_time(const Spec& s, const Layout& l, const DpCollectives& c, double layers,
+                                 double forward_s, double backward_s) {
   if (l.zero < 3) return 0;
+  const double gather = c.gather_s;
   if (!s.training.overlap_dp_comm) return 2 * gather;
-  const double n = std::max(1.0, layers), one = gather / n, k = overlap_contention(s.cluster);
+  const double n = std::max(1.0, layers), one = gather / n, k = c.contention;
   return 2 * one + (n - 1) * (exposed_beside(one, forward_s / n, k) + exposed_beside(one, backward_s / n, k));
 }
 
@@ -1049,7 +1057,7 @@ StageMicrobatch stage_microbatch_with(const Spec& s, const Layout& l, int stage,
            [&] { return fmt::format("{:g} layers x cp-1 = {} K|V steps beside one chunk's attention", layers, l.cp - 1); });
   if (l.zero >= 3) {
     DpCollectives computed_dp;
-    r.zero3_s = zero3_exposed_gather_time(s, l, stage_dp(s, l, g, pl, stage, r.dp_params, &computed_dp).gather_s, layers,
+    r.zero3_s = zero3_exposed_gather_time(s, l, stage_dp(s, l, g, pl, stage, r.dp_params, &computed_dp), layers,
                                           r.forward_s, r.backward_s);
   }
   sink.add("ZeRO-3 gathers (exposed)", r.zero3_s,
@@ -1117,7 +1125,7 @@ std::vector<TimeTerm> stage_dp_terms(const Spec& s, const Layout& l, int stage) 
                  s.training.overlap_dp_comm
                      ? fmt::format("the buckets overlap the backward that readies them: E = max(R/n, R - B(n-1)/n), "
                                    "the rest slowing the backward beside it by {} NCCL channels' SMs: E + {:.3f} (R - E)",
-                                   kNcclChannels, overlap_contention(s.cluster))
+                                   nccl_channels(s.cluster, g.dp), dc.contention)
                      : std::string("no overlap (overlap_dp_comm off): all of it"),
                  exposed, ""});
   return out;

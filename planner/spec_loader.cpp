@@ -225,7 +225,7 @@ Cluster cluster_from_yaml(const YAML::Node& node, const std::string& file,
     if (!r.has(level)) r.fail(level, "missing required key");
     const bool intra = std::string(level) == "intra_node";
     const MapReader l = intra ? MapReader(r.child(level), file, prefix + level + ".",
-                                          {"bandwidth_gbs", "latency_us", "efficiency"})
+                                          {"bandwidth_gbs", "latency_us", "efficiency", "nccl_channels"})
                               : MapReader(r.child(level), file, prefix + level + ".",
                                           {"bandwidth_gbs", "nics_per_node", "nic_gbps", "latency_us", "efficiency"});
     Link& link = intra ? c.intra_node : c.inter_node;
@@ -242,6 +242,7 @@ Cluster cluster_from_yaml(const YAML::Node& node, const std::string& file,
     link.latency_us = l.get_number("latency_us", 0, kMaxLatencyUs, true);
     double& eff = intra ? c.intra_comm_efficiency : c.inter_comm_efficiency;
     eff = l.opt_number("efficiency", eff, 1e-6, 1.0, true);
+    if (intra && l.has("nccl_channels")) c.nccl_channels = capped(l, "nccl_channels", l.get_int("nccl_channels", 1), 64);
   }
   c.gemm_efficiency = r.opt_number("gemm_efficiency", c.gemm_efficiency, 1e-6, 1.0, true);
   c.gemm_k_overhead = r.opt_number("gemm_k_overhead", 0.0, 0.0, 1e6, true);

@@ -556,10 +556,11 @@ TEST_CASE("nanotron on H100 (Ultra-Scale Playbook): tokens/s of the runs that ra
   // "What is verified"): these bounds catch a regression.
   // On EFA (h100-aws-p5) with the pipelined collectives, 4 us per GEMM and nanotron's own DDP
   // buckets: 18.3% and 11 of 14; with nanotron's host time per layer at tp > 1: 14.9%;
-  // the 64-node groups, where measured throughput collapses to a fifth of the
-  // 32-node one, are the misses besides 1B/n8 (its top four runs within 3%).
+  // with 24 NCCL channels' SMs for collectives inside a p5 node: 14.7% and 12 of 14.
+  // The 64-node groups, where measured throughput collapses to a fifth of the
+  // 32-node one, are the misses: 12 is the ceiling of a faithful model.
   CHECK(med_abs <= 0.15);
-  CHECK(in_top5 >= 11);
+  CHECK(in_top5 >= 12);
   // Every pp = 1 run that ran, whatever its MFU: before the host time per
   // layer 63% (the tp 2-8 runs at small micro-batches up to 3.5x fast), with it 28%.
   std::vector<double> pp1;

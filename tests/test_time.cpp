@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -1023,4 +1024,37 @@ TEST_CASE("FP8: Transformer Engine's casts around each linear, by hand (issue 15
   s.training.fp8 = true;
   const double f8 = stage_microbatch_time(s, l, 0).forward_s;
   CHECK(f8 - f16 == Approx(32 * (gemm_change + fwd_bytes / (3350e9 * 0.8))).epsilon(1e-9));
+}
+
+TEST_CASE("NCCL channels: an overlapped collective inside an H100 node holds 24 SMs, across nodes 16 (issue 15)",
+          "[time]") {
+  // The shipped clusters: 8-GPU NVSwitch H100/H200 nodes run NCCL's rings on 24 channels, the
+  // 8xH800 node on 16 (its NCCL log); the A100 node keeps the default 16.
+  CHECK(test::cluster("dgx-h100").nccl_channels == 24);
+  CHECK(test::cluster("h100-aws-p5").nccl_channels == 24);
+  CHECK(test::cluster("h200-node").nccl_channels == 24);
+  CHECK(test::cluster("h800-node").nccl_channels == 16);
+  CHECK(test::cluster("dgx-a100-80gb").nccl_channels == 16);
+  // Llama-2-7B, ZeRO-0, one micro-batch of 8 per rank, the idealised stack (buckets of 40M
+  // parameters): the all-reduce's R seconds in n buckets beside the backward's B seconds,
+  // E = max(R/n, R - B(n-1)/n) exposed, and the rest slowing the backward by k = c / (132 - c):
+  // c = 24 for dp 8 inside one DGX H100 (k = 24/108), c = 16 for dp 16 over two (k = 16/116).
+  for (const int nodes : {1, 2}) {
+    Spec s = spec(nodes, 64 * nodes);
+    s.cluster = test::cluster("dgx-h100");
+    const Layout l = resolved(s, "tp=1,pp=1,zero=0,mbs=8");
+    REQUIRE(l.dp == 8 * nodes);
+    const StepTime t = estimate_time(s, l);
+    REQUIRE(t.microbatches == 1);
+    const double params = double(stage_params(s.model, l, 0).total());
+    const double n = std::ceil(params / 40e6), R = t.dp_comm_total_s, B = stage_microbatch_time(s, l, 0).backward_s;
+    const double E = std::max(R / n, R - B * (n - 1) / n), c = nodes == 1 ? 24 : 16;
+    INFO(nodes << " node(s): R " << R << " s, B " << B << " s");
+    REQUIRE(R - E > 0);  // some of it hides, so the channels matter
+    CHECK(t.dp_comm_s == Approx(E + c / (132 - c) * (R - E)).epsilon(1e-12));
+    const std::vector<TimeTerm> terms = stage_dp_terms(s, l, 0);
+    REQUIRE(!terms.empty());
+    CHECK(terms.back().formula.find(fmt::format("by {:g} NCCL channels' SMs: E + {:.3f}", c, c / (132 - c))) !=
+          std::string::npos);
+  }
 }

@@ -34,11 +34,13 @@ void model_map(YAML::Emitter& e, const Model& m) {
   e << YAML::EndMap;
 }
 
-void link_map(YAML::Emitter& e, const Link& l, double efficiency) {
+// nccl_channels: the intra-node link's key only (0: leave it out).
+void link_map(YAML::Emitter& e, const Link& l, double efficiency, int nccl_channels = 0) {
   e << YAML::BeginMap;
   e << YAML::Key << "bandwidth_gbs" << YAML::Value << l.bandwidth_gbs;
   e << YAML::Key << "latency_us" << YAML::Value << l.latency_us;
   e << YAML::Key << "efficiency" << YAML::Value << efficiency;
+  if (nccl_channels > 0) e << YAML::Key << "nccl_channels" << YAML::Value << nccl_channels;
   e << YAML::EndMap;
 }
 
@@ -69,7 +71,7 @@ void cluster_map(YAML::Emitter& e, const Cluster& c) {
   e << YAML::EndMap;
   e << YAML::Key << "gpus_per_node" << YAML::Value << c.gpus_per_node;
   e << YAML::Key << "intra_node" << YAML::Value;
-  link_map(e, c.intra_node, c.intra_comm_efficiency);
+  link_map(e, c.intra_node, c.intra_comm_efficiency, c.nccl_channels);
   e << YAML::Key << "inter_node" << YAML::Value;
   link_map(e, c.inter_node, c.inter_comm_efficiency);
   if (!c.runtime_modelled()) e << YAML::Key << "runtime_overhead_gib" << YAML::Value << c.runtime_overhead_gib;

@@ -143,6 +143,7 @@ TEST_CASE("the spec writer round-trips through the loader", "[inputs]") {
     CHECK(b.training.grad_bucket_params == a.training.grad_bucket_params);
     CHECK(b.cluster.runtime_overhead_gib == a.cluster.runtime_overhead_gib);
     CHECK(b.cluster.nccl_comm_mib == a.cluster.nccl_comm_mib);
+    CHECK(b.cluster.nccl_channels == a.cluster.nccl_channels);
     CHECK(b.training.optimizer_state_bytes == a.training.optimizer_state_bytes);
     CHECK(b.training.flash_attention == a.training.flash_attention);
     CHECK(b.training.overlap_dp_comm == a.training.overlap_dp_comm);
