@@ -156,7 +156,8 @@ struct Cluster {
   // intra_node.nccl_channels): the SMs an overlapped collective takes from the
   // compute beside it (costmodel/time.cpp overlap_contention). 16: NCCL's
   // NVLS channel count on sm90 (nccl src/transport/nvls.cc:155), the default.
-  int nccl_channels = 16;
+  static constexpr int kDefaultNcclChannels = 16;
+  int nccl_channels = kDefaultNcclChannels;
   // Achievable fractions of the line rates above, used by the time model
   // (costmodel/time.cpp, comm.cpp); JUDGEMENT defaults, meant to be calibrated.
   // Large bf16 GEMMs reach ~70-80% of dense peak in public cuBLAS benchmarks

@@ -405,13 +405,12 @@ double tp_collective_time(const Cluster& c, const Layout& l, const GroupPlacemen
 // A group inside a node: the cluster's intra_node.nccl_channels (16 unless
 // given: NCCL's NVLS count on sm90, src/transport/nvls.cc:155; 24 on 8-GPU
 // H100/H200 NVSwitch nodes, whose rings NCCL runs on 24, configs/clusters/
-// dgx-h100.yaml). A group across nodes: 16 (kDefaultNcclChannels; its rings
-// follow the NICs, not measured: JUDGEMENT). The same for TP collectives
+// dgx-h100.yaml). A group across nodes: 16 (Cluster::kDefaultNcclChannels;
+// its rings follow the NICs, not measured: JUDGEMENT). The same for TP collectives
 // beside their GEMMs and DP buckets beside the backward (or ZeRO-3 gathers
 // beside the layer before).
-constexpr int kDefaultNcclChannels = 16;
 int nccl_channels(const Cluster& c, const GroupPlacement& g) {
-  return g.intra_node() ? c.nccl_channels : kDefaultNcclChannels;
+  return g.intra_node() ? c.nccl_channels : Cluster::kDefaultNcclChannels;
 }
 double overlap_contention(const Cluster& c, const GroupPlacement& g) {
   const int k = nccl_channels(c, g);
@@ -1065,14 +1064,14 @@ StageMicrobatch stage_microbatch_with(const Spec& s, const Layout& l, int stage,
   // The host dispatches the stage's layers (and a recomputed layer's forward,
   // a third of a layer, again) no faster than the framework's measured time
   // per layer: where the GPU has less to do, it waits for the host.
-  if (tv.host_layer_tp_s > 0 && l.tp > 1) {
-    const double host = (layers + recomputed / 3) * tv.host_layer_tp_s;
+  if (const double per_layer = tv.host_layer_s(l.tp); per_layer > 0) {
+    const double host = (layers + recomputed / 3) * per_layer;
     r.host_wait_s = std::max(0.0, host - r.gpu());
     sink.add("host dispatch (GPU waits)", r.host_wait_s, [&] {
       return fmt::format("({:g} layers{}) x {:.2f} ms of the host per layer per micro-batch at tp > 1 = {:.3f} ms, "
                          "less the GPU's {:.3f} ms",
                          layers, recomputed > 0 ? fmt::format(" + {:g} recomputed forwards / 3", recomputed) : std::string(),
-                         tv.host_layer_tp_s * 1e3, host * 1e3, r.gpu() * 1e3);
+                         per_layer * 1e3, host * 1e3, r.gpu() * 1e3);
     }, tv.host_layer);
   }
   return r;
@@ -1254,8 +1253,7 @@ StepTime estimate_time_with(const Spec& s, const Layout& l, const PerLayer& laye
   if (r.tp_nodes > 1) r.warnings |= StepTime::kWarnTpAcrossNodes;
   // Small work: fixed costs the model does not price dominate, unless the
   // framework's measured host time per layer prices them (tp > 1).
-  const bool host_floor = profile(t.framework).time.host_layer_tp_s > 0 && l.tp > 1;
-  if (s.model.num_layers > 0 && r.layer_forward_s < kSmallLayerForwardS && !host_floor)
+  if (s.model.num_layers > 0 && r.layer_forward_s < kSmallLayerForwardS && profile(t.framework).time.host_layer_s(l.tp) <= 0)
     r.warnings |= StepTime::kWarnSmallWork;
   if (r.best_published_mfu > 0 && r.mfu > r.best_published_mfu) r.warnings |= StepTime::kWarnMfuAboveBest;
   return r;

@@ -214,6 +214,8 @@ struct TimeVariant {
   // a backward launches about two ops per forward op).
   double host_layer_tp_s = 0;
   Source host_layer = "";
+  // That time for a layout of `tp`: 0 where it is not measured (tp 1, or none given).
+  double host_layer_s(int tp) const { return tp > 1 ? host_layer_tp_s : 0.0; }
   // The passes and their source for a run: the fused ones when asked for and the framework has them.
   bool ce_fused(bool fusion) const { return fusion && fused_ce_fp32_passes_forward >= 0; }
   int ce_forward(bool fusion) const { return ce_fused(fusion) ? fused_ce_fp32_passes_forward : ce_fp32_passes_forward; }
