@@ -13,7 +13,9 @@ runs are predicted 10-20 % fast where the GPU sets the pace, and the cause is no
                every token on the rank: no collectives, no sequence parallelism); RMSNorm is
                torch.nn.functional.rms_norm and the rotary embedding six torch ops where nanotron launches one
                Triton kernel each (their kernels count as "other"); attention is SDPA's flash backend (PyTorch's
-               FlashAttention-2), nanotron calls flash_attn_varlen_func.
+               FlashAttention-2, forced: left alone PyTorch 2.11 picks cuDNN's fused attention on an H100),
+               nanotron calls flash_attn_varlen_func. rotary_s times the six-op rotary of q and k alone, forward +
+               backward, to take out of "other" what nanotron's one Triton kernel does not spend.
   elementwise  copy, add, mul, SiLU and a transposing copy at 1 MiB - 1 GiB per operand: time against bytes
                moved; a least-squares line gives the memory-bound rate and a fixed time per kernel.
 
@@ -69,7 +71,12 @@ def attention(q, k, v):
     """q, k, v: [b, s, heads, d] -> [b, s, heads, d], causal."""
     q, k, v = (t.transpose(1, 2) for t in (q, k, v))
     if hasattr(F, "scaled_dot_product_attention"):
-        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if dev == "cuda":  # FlashAttention-2, as nanotron calls it: left alone SDPA picks cuDNN's on sm90 (2.11)
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     else:  # the CPU's PyTorch 1.13: the unfused product (--quick only)
         s = q.shape[2]
         a = (q @ k.transpose(-1, -2)) / q.shape[-1] ** 0.5
@@ -128,7 +135,7 @@ def profile_layer(step, n=5):
         for _ in range(n):
             step()
         sync()
-    spans, by = [], {"gemm": 0.0, "attention": 0.0, "other": 0.0}
+    spans, by, names = [], {"gemm": 0.0, "attention": 0.0, "other": 0.0}, {}
     for e in prof.events():
         if dev == "cuda" and e.device_type != torch.autograd.DeviceType.CUDA:
             continue
@@ -137,6 +144,8 @@ def profile_layer(step, n=5):
         t0 = e.time_range.start; t1 = e.time_range.end
         spans.append((t0, t1))
         by[kind(e.name)] += (t1 - t0) * 1e-6
+        t, c = names.get(e.name, (0.0, 0))
+        names[e.name] = (t + (t1 - t0) * 1e-6, c + 1)
     spans.sort()
     busy, end = 0.0, None
     for a, b in spans:  # union of the kernels' intervals
@@ -145,16 +154,22 @@ def profile_layer(step, n=5):
         elif b > end:
             busy += b - end; end = b
     wall = (spans[-1][1] - spans[0][0]) * 1e-6 if spans else 0.0
-    return {k: v / n for k, v in by.items()}, busy * 1e-6 / n, (wall - busy * 1e-6) / n
+    top = sorted(names.items(), key=lambda kv: -kv[1][0])[:30]
+    kernels = [{"name": k[:160], "kind": kind(k), "s": t / n, "calls": c / n} for k, (t, c) in top]
+    return {k: v / n for k, v in by.items()}, busy * 1e-6 / n, (wall - busy * 1e-6) / n, kernels
 
 
 # (name, hidden, heads, ffn, layers): huggingface/nanotron@67c5ebb6 scaling_benchmarks.py:304-305
 # (configs/models/nanotron-bench-1b.yaml, -3b.yaml).
 models = [("nanotron-bench-1b", 2048, 32, 8192), ("nanotron-bench-3b", 3072, 32, 8192)]
-tps, mbss, seq, seconds = [1, 2, 4], [1, 2, 4], 4096, 2.0
+tps, mbss, seq, seconds = [1, 2, 4, 8], [1, 2, 4], 4096, 2.0
 if quick:
     models, tps, mbss, seq, seconds = [("tiny", 128, 4, 256)], [1, 2], [1], 64, 0.05
+only = None  # --rows 1b:1:1,3b:8:4 measures those (model suffix, tp, micro-batch) alone
+if "--rows" in sys.argv:
+    only = {tuple(x.split(":")) for x in sys.argv[sys.argv.index("--rows") + 1].split(",")}
 rows = []
+res["layer"] = rows  # saved after every row, so a run cut short keeps what it measured
 t_start = time.time()
 budget = 300 if not quick else 60
 for (name, h, heads, ffn) in models:
@@ -162,6 +177,8 @@ for (name, h, heads, ffn) in models:
         for mbs in mbss:
             if time.time() - t_start > budget:
                 break
+            if only is not None and (name.split("-")[-1], str(tp), str(mbs)) not in only:
+                continue
             torch.manual_seed(0)
             layer = Layer(h, heads, ffn, tp, seq)
             x = torch.randn(seq, mbs, h, device=dev, dtype=dt, requires_grad=True)
@@ -173,13 +190,30 @@ for (name, h, heads, ffn) in models:
                 layer.zero_grad(set_to_none=True)
                 x.grad = None
 
+            qr = torch.randn(mbs, seq, layer.nh, layer.hd, device=dev, dtype=dt, requires_grad=True)
+
+            def rot():  # the rotary embedding of q and k alone, forward + backward (six torch ops each way)
+                torch.autograd.backward([layer.rotary(qr), layer.rotary(qr)], [qr.detach(), qr.detach()])
+                qr.grad = None
+
+            rotary_s = timed(rot, seconds / 4)
+            try:  # its kernels' own time (rotary_s is the host's where the host sets the pace)
+                rotary_kernel_s = profile_layer(rot)[1]
+            except Exception as e:
+                print("profiler failed:", repr(e))
+                rotary_kernel_s = 0.0
             fwd = timed(lambda: layer(x).sum() if dev == "cpu" else layer(x), seconds / 4)
             total = timed(step, seconds)
-            by, busy, idle = profile_layer(step)
+            try:
+                by, busy, idle, kernels = profile_layer(step)
+            except Exception as e:  # a profiler that fails still leaves the timings
+                print("profiler failed:", repr(e))
+                by, busy, idle, kernels = {"gemm": 0.0, "attention": 0.0, "other": 0.0}, 0.0, 0.0, []
             rows.append({"model": name, "hidden": h, "heads": heads, "ffn": ffn, "tp": tp, "mbs": mbs, "seq": seq,
                          "forward_s": fwd, "forward_backward_s": total, "kernel_s": by, "busy_s": busy,
-                         "idle_s": idle})
-            del layer, x, dy
+                         "idle_s": idle, "kernels": kernels, "rotary_s": rotary_s,
+                         "rotary_kernel_s": rotary_kernel_s})
+            del layer, x, dy, qr
             save()
 res["layer"] = rows
 res["layer_budget_hit"] = time.time() - t_start > budget
@@ -192,18 +226,20 @@ for nbytes in sizes:
     n = nbytes // (2 if dt == torch.bfloat16 else 4)
     a = torch.randn(n, device=dev, dtype=dt)
     b = torch.empty_like(a)
+    c = torch.randn_like(a)  # a second operand: add(a, a) reads a once
     side = int(n ** 0.5)
     m2 = a[: side * side].view(side, side)
-    for (op, fn, moved) in [("copy", lambda: b.copy_(a), 2), ("add", lambda: torch.add(a, a, out=b), 3),
-                            ("mul", lambda: torch.mul(a, a, out=b), 3), ("silu", lambda: F.silu(a), 2),
+    for (op, fn, moved) in [("copy", lambda: b.copy_(a), 2), ("add", lambda: torch.add(a, c, out=b), 3),
+                            ("mul", lambda: torch.mul(a, c, out=b), 3), ("silu", lambda: F.silu(a), 2),
                             ("transpose_copy", lambda: m2.t().contiguous(), 2)]:
         s = timed(fn, 0.2 if not quick else 0.02)
         ew.append({"op": op, "operand_bytes": nbytes, "moved_bytes": moved * nbytes, "s": s,
                    "gbs": moved * nbytes / s / 1e9})
-    del a, b, m2
+    del a, b, c, m2
 res["elementwise"] = ew
 # Least squares over the contiguous ops: time = fixed + moved / rate.
-pts = [(r["moved_bytes"], r["s"]) for r in ew if r["op"] != "transpose_copy"]
+pts = [(r["moved_bytes"], r["s"]) for r in ew if r["op"] != "transpose_copy"
+       and (quick or r["operand_bytes"] >= 64 << 20)]  # past the 50 MB L2
 if len(pts) >= 2:
     mx = sum(p[0] for p in pts) / len(pts); my = sum(p[1] for p in pts) / len(pts)
     slope = sum((p[0] - mx) * (p[1] - my) for p in pts) / max(sum((p[0] - mx) ** 2 for p in pts), 1e-30)
@@ -216,6 +252,6 @@ for r in rows:
           f"(fwd {r['forward_s'] * 1e3:7.3f}); kernels gemm {k['gemm'] * 1e3:7.3f} attention {k['attention'] * 1e3:7.3f} "
           f"other {k['other'] * 1e3:7.3f}; idle {r['idle_s'] * 1e3:6.3f} ms")
 print("elementwise fit:", res.get("elementwise_fit"))
-if quick:  # the suite runs --quick on the CPU: every row measured, every figure positive
+if quick and only is None:  # the suite runs --quick on the CPU: every row measured, every figure positive
     assert len(rows) == 2 and all(r["forward_backward_s"] > r["forward_s"] > 0 and r["busy_s"] > 0 for r in rows), rows
     assert all(e["s"] > 0 for e in ew) and res["elementwise_fit"]["rate_gbs"], res["elementwise_fit"]
