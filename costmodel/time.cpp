@@ -1,9 +1,12 @@
 #include "costmodel/time.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -60,6 +63,44 @@ double gemm_roofline(const Gemm& g, const Cluster& c, double peak_tflops, double
 
 double gemm_time(const Gemm& g, const Cluster& c, int elem_bytes) {
   return gemm_roofline(g, c, c.gpu.peak_tflops_bf16, c.gemm_efficiency, elem_bytes);
+}
+
+double causal_attention_waves(double seq_heads, int blocks, int sms) {
+  if (sms <= 0 || blocks <= 0 || !(seq_heads > 0)) return 1.0;
+  const std::int64_t n = blocks, p = sms;
+  const std::int64_t pairs = std::max<std::int64_t>(1, std::llround(std::min(seq_heads, 1e12)));
+  // Work in units of one block pair; spread evenly over the SMs.
+  auto even = [&](std::int64_t k) { return double(k) * double(n) * double(n + 1) / 2.0 / double(p); };
+  if (pairs * n <= p) return double(n) / even(pairs);  // one wave: the longest CTA
+  // The schedule's tail past the even share settles once there are many
+  // waves: simulate up to 32 waves of CTAs and keep that tail beyond.
+  const std::int64_t sim = std::min(pairs, std::max<std::int64_t>(1, (32 * p + n - 1) / n));
+  struct Entry {
+    std::int64_t pairs, n, p;
+    double tail;
+  };
+  thread_local std::array<Entry, 32> memo{};
+  thread_local unsigned next = 0;
+  for (const Entry& e : memo)
+    if (e.pairs == sim && e.n == n && e.p == p) return (even(pairs) + e.tail) / even(pairs);
+  // More SMs than any GPU has (the loader allows up to 2^20): the many-wave
+  // tail the schedule settles to for up to 64 blocks, 0.62-0.66 of a pair's
+  // blocks (simulated), without simulating.
+  constexpr std::int64_t kMaxSms = 1024;
+  if (p > kMaxSms) return std::max(double(n), even(pairs) + 0.65 * double(n)) / even(pairs);
+  std::array<std::int64_t, kMaxSms> heap{};  // a min-heap of the SMs' free times (no allocation: evaluate())
+  const auto first = heap.begin(), last = heap.begin() + p;
+  std::int64_t makespan = 0;
+  for (std::int64_t k = 0; k < sim; ++k)
+    for (std::int64_t i = 1; i <= n; ++i) {
+      std::pop_heap(first, last, std::greater<>());
+      *(last - 1) += i;
+      makespan = std::max(makespan, *(last - 1));
+      std::push_heap(first, last, std::greater<>());
+    }
+  const double tail = std::max(0.0, double(makespan) - even(sim));
+  memo[next++ % memo.size()] = {sim, n, p, tail};
+  return (even(pairs) + tail) / even(pairs);
 }
 
 Gemm gemm_input_gradient(const Gemm& g) { return {g.name, g.batch, g.m, g.k, g.n, g.core_attention}; }
@@ -203,10 +244,34 @@ double attention_head_dim(const Model& m) {
 // counts the causal half of the products: the kernel skips the masked half,
 // so the full count runs at twice the table's rate. Without either,
 // gemm_efficiency of peak.
+//
+// The table's runs hold 16k tokens at hidden 2048 (batch 16384 / s, 2048 / d
+// heads), enough CTAs for many waves; a rank's call launches mbs x heads / tp
+// (sequence, head) pairs of ceil(s / 128) blocks (FlashAttention-2's kBlockM
+// and kBlockN are 128 for head dims 64-128 on sm80 and sm90:
+// Dao-AILab/flash-attention@0251105a csrc/flash_attn/src/
+// flash_fwd_launch_template.h:63-64 grid(num_m_block, b, h), :203-266;
+// flash_bwd_launch_template.h:82 grid_n(num_n_block, b, h)), and with few of
+// them the causal mask's longest blocks set the pace: the rate scales by the
+// table's causal_attention_waves over the rank's. MEASURED on an H100 through
+// PyTorch's FlashAttention-2 (docs/gpu.md "One H100, 2026-11-27"): 1B layer
+// at tp 8, micro-batch 1 (4 heads, 32 blocks: 128 CTAs, one wave) 2.04x the
+// table's time, the schedule 2.00 / 1.04.
+bool table_attention(const Cluster& c) { return c.attention_efficiency <= 0 && c.gpu.flash_attention.n > 0; }
+
+// The table's causal schedule over the rank's (<= 1 where the rank's grid is the smaller).
+double flash_attention_waves(const Model& m, const Training& t, const Layout& l, const Cluster& c) {
+  const double s = double(t.seq_length) / l.cp, d = attention_head_dim(m);
+  const int blocks = int(std::min(1e6, std::ceil(s / 128)));
+  const double bench = causal_attention_waves(std::max(1.0, 16384 / s) * 2048 / d, blocks, c.gpu.sm_count);
+  const double rank = causal_attention_waves(double(l.mbs) * m.num_attention_heads / l.tp, blocks, c.gpu.sm_count);
+  return bench / rank;
+}
+
 double flash_attention_rate(const Model& m, const Training& t, const Layout& l, const Cluster& c) {
-  if (c.attention_efficiency > 0 || c.gpu.flash_attention.n == 0)
-    return c.gpu.peak_tflops_bf16 * 1e12 * c.attention_eff();
-  return 2 * c.gpu.flash_attention.at(double(t.seq_length) / l.cp, attention_head_dim(m)) * 1e12;
+  if (!table_attention(c)) return c.gpu.peak_tflops_bf16 * 1e12 * c.attention_eff();
+  return 2 * c.gpu.flash_attention.at(double(t.seq_length) / l.cp, attention_head_dim(m)) * 1e12 *
+         flash_attention_waves(m, t, l, c);
 }
 
 // Flash attention as one fused kernel: its two GEMMs' FLOPs on the roofline,
@@ -930,9 +995,14 @@ StageMicrobatch stage_microbatch_with(const Spec& s, const Layout& l, int stage,
   sink.add("attention core", layers * (f.core + core_b), [&] {
     return t.flash_attention
                ? fmt::format("{:g} layers x {:.3f} ms x 3.5 (forward + backward): flash attention at {:.0f} TFLOP/s on the "
-                             "full s^2 count (s {}, head dim {})",
+                             "full s^2 count (s {}, head dim {}){}",
                              layers, f.core * 1e3, flash_attention_rate(m, t, l, c) / 1e12, t.seq_length / l.cp,
-                             attention_head_dim(m))
+                             attention_head_dim(m),
+                             table_attention(c)
+                                 ? fmt::format(", x {:.3f} for the causal waves of {:g} (sequence, head) pairs on {} SMs",
+                                               flash_attention_waves(m, t, l, c),
+                                               double(l.mbs) * m.num_attention_heads / l.tp, c.gpu.sm_count)
+                                 : std::string())
                : fmt::format("{:g} layers x {:.3f} ms x 3: QK^T, softmax, attention.V unfused", layers, f.core * 1e3);
   }, c.gpu.flash_attention.n > 0 && c.attention_efficiency <= 0 ? "cluster gpu.flash_attention_tflops" : "");
   const double mem = f.total - f.core - f.linear;

@@ -109,6 +109,14 @@ double gemm_time(const Gemm& g, const Cluster& c, int elem_bytes);
 // (m×n by n×k) and the weight gradient (k×m by m×n).
 Gemm gemm_input_gradient(const Gemm& g);
 Gemm gemm_weight_gradient(const Gemm& g);
+// FlashAttention-2's causal kernels as the SMs run them: `seq_heads` (sequence,
+// head) pairs of `blocks` 128-row blocks each, one CTA per block, block i of a
+// pair visiting i + 1 blocks of the other side under the mask; the SMs take the
+// CTAs in launch order, each the next as it frees (list scheduling). The time
+// of that schedule over the time of the same work spread evenly over `sms`
+// (>= 1; 1 when sms is 0): with fewer CTAs than SMs the last block of a pair
+// sets the pace, about twice the mean.
+double causal_attention_waves(double seq_heads, int blocks, int sms);
 // A memory-bound kernel: bytes / (HBM bandwidth × hbm_efficiency).
 double memory_bound_time(double bytes, const Cluster& c);
 // The same GEMM in FP8 (Transformer Engine): peak_tflops_fp8, 1-byte operands.

@@ -558,9 +558,14 @@ TEST_CASE("nanotron on H100 (Ultra-Scale Playbook): tokens/s of the runs that ra
   // buckets: 18.3% and 11 of 14; with nanotron's host time per layer at tp > 1: 14.9%;
   // with 24 NCCL channels' SMs for collectives inside a p5 node: 14.7% and 12 of 14.
   // The 64-node groups, where measured throughput collapses to a fifth of the
-  // 32-node one, are the misses: 12 is the ceiling of a faithful model.
-  CHECK(med_abs <= 0.15);
-  CHECK(in_top5 >= 12);
+  // 32-node one, are the misses. With FlashAttention-2's causal waves (measured
+  // on an H100: tests/data/measurements/h100-nanotron-layer.csv): 13.9% and 11
+  // of 14: the fastest of 1B on 8 nodes (dp 64, tp 1, mbs 1: 32 heads x 1
+  // sequence, its attention 11% slower for it, as measured) ranks 6th, 0.7%
+  // behind the 5th, in a group whose runs at 1-2 micro-batches a step are
+  // predicted 20-150% fast (README "What is verified").
+  CHECK(med_abs <= 0.14);
+  CHECK(in_top5 >= 11);
   // Every pp = 1 run that ran, whatever its MFU: before the host time per
   // layer 63% (the tp 2-8 runs at small micro-batches up to 3.5x fast), with it 28%.
   std::vector<double> pp1;
@@ -623,7 +628,7 @@ TEST_CASE("nanotron's layer on one H100 through PyTorch, term by term (issue 15:
   // H100 with the profiler's kernel time by kind (its header says how). paraplan's per-layer terms are the same
   // layout's "linear GEMMs", "attention core" and "memory-bound ops" (explain --formulas) over the layers, tp
   // without sequence parallelism as the measurement emulates it.
-  std::vector<double> gemm, attention, attention_big, memory, layer;
+  std::vector<double> gemm, attention_64, attention_96, memory, layer;
   std::string report;
   int rows = 0;
   for (const auto& f : read_csv("tests/data/measurements/h100-nanotron-layer.csv", 12)) {
@@ -649,8 +654,7 @@ TEST_CASE("nanotron's layer on one H100 through PyTorch, term by term (issue 15:
     REQUIRE(p_att > 0);
     REQUIRE(p_mem > 0);
     gemm.push_back(m_gemm / p_gemm);
-    attention.push_back(m_att / p_att);
-    if (mbs == 4 && tp <= 2) attention_big.push_back(m_att / p_att);
+    (h == 2048 ? attention_64 : attention_96).push_back(m_att / p_att);  // head dim 64 (1B), 96 (3B)
     report += fmt::format("{} tp {} mbs {}: GEMM {:.3f}, attention {:.3f}, other {:.3f}", model, tp, mbs,
                           m_gemm / p_gemm, m_att / p_att, m_other / p_mem);
     if (!f[11].empty()) {
@@ -676,8 +680,8 @@ TEST_CASE("nanotron's layer on one H100 through PyTorch, term by term (issue 15:
   REQUIRE(memory.size() == 8);
   REQUIRE(layer.size() == 6);
   WARN("measured / paraplan per layer (forward + backward), nanotron's layer on an H100:\n"
-       << report << "medians: GEMM " << median(gemm) << ", attention " << median(attention) << " (mbs 4, tp <= 2: "
-       << median(attention_big) << "), memory-bound as nanotron " << median(memory) << "; whole layer, GPU-bound: "
+       << report << "medians: GEMM " << median(gemm) << ", attention " << median(attention_64) << " (head dim 64), "
+       << median(attention_96) << " (96), memory-bound as nanotron " << median(memory) << "; whole layer, GPU-bound: "
        << "paraplan " << 100 * median(layer) << "% (" << 100 * *std::min_element(layer.begin(), layer.end())
        << "% to " << 100 * *std::max_element(layer.begin(), layer.end()) << "%)");
   // What the measurement says of each term (docs/gpu.md "One H100, 2026-11-27"), held so that a change to a term
@@ -686,11 +690,12 @@ TEST_CASE("nanotron's layer on one H100 through PyTorch, term by term (issue 15:
   //   paraplan's time (the memory-bound kernels between them let the clock rise under the 700 W cap);
   for (double r : gemm) CHECK((r > 0.78 && r < 0.95));
   CHECK((median(gemm) > 0.82 && median(gemm) < 0.90));
-  // * FlashAttention-2 runs 5-25 % under the cluster's published table where the grid fills the GPU (mbs 4, tp <= 2:
-  //   the table's 16k tokens), down to half of it with few heads and one sequence (one causal wave: the longest
-  //   query block sets the pace);
-  for (double r : attention_big) CHECK((r > 1.0 && r < 1.3));
-  CHECK((median(attention) > 1.15 && median(attention) < 1.45));
+  // * FlashAttention-2 at head dim 64 runs at the cluster's published table scaled by the causal schedule's
+  //   waves (costmodel/time.cpp flash_attention_rate; 2.04x the table's time at 4 heads x 1 sequence before):
+  //   within 1-10 %; at head dim 96, which the table interpolates between 64 and 128, 9-23 % slower (FA2's
+  //   hdim-96 kernel, 128 x 64 tiles, runs under both neighbours: ~229 TFLOP/s at s 4096 against 245 at 64);
+  for (double r : attention_64) CHECK((r > 0.98 && r < 1.12));
+  for (double r : attention_96) CHECK((r > 1.05 && r < 1.25));
   // * nanotron's memory-bound kernels take 1.05-1.4x paraplan's bytes at 0.8 of the HBM rate (strided operands:
   //   the GLU on the split gate|up halves, the permuted copies run PyTorch's unvectorized elementwise path);
   for (double r : memory) CHECK((r > 1.0 && r < 1.45));

@@ -1058,3 +1058,43 @@ TEST_CASE("NCCL channels: an overlapped collective inside an H100 node holds 24 
           std::string::npos);
   }
 }
+
+TEST_CASE("FlashAttention-2's causal waves: the schedule of its CTAs on the SMs, by hand", "[time]") {
+  // Two SMs, two (sequence, head) pairs of two blocks: CTAs of work 1, 2, 1, 2 in launch order. SM a takes 1,
+  // SM b takes 2; a frees at 1 and takes the next 1 (free at 2); both free at 2, one takes the last 2: done at 4.
+  // Spread evenly: 6 units over 2 SMs = 3. 4 / 3.
+  CHECK(causal_attention_waves(2, 2, 2) == Approx(4.0 / 3));
+  // One wave (4 heads x 32 blocks = 128 CTAs on 132 SMs): the last block, 32 units, against 4 x 528 / 132 = 16.
+  CHECK(causal_attention_waves(4, 32, 132) == Approx(2.0));
+  // One pair of one block: the whole work on one SM.
+  CHECK(causal_attention_waves(1, 1, 132) == Approx(132.0));
+  // Many waves: the tail is a few blocks against thousands of units per SM.
+  CHECK(causal_attention_waves(1024, 32, 132) > 1.0);
+  CHECK(causal_attention_waves(1024, 32, 132) < 1.01);
+  // Beyond 32 waves the simulated tail is kept: 4096 pairs and 1024 pairs share it (tail / even share).
+  const double even_1024 = 1024.0 * 32 * 33 / 2 / 132, even_4096 = 4 * even_1024;
+  CHECK((causal_attention_waves(4096, 32, 132) - 1) * even_4096 ==
+        Approx((causal_attention_waves(1024, 32, 132) - 1) * even_1024));
+  // More SMs than the simulation holds (1024): one wave is still the longest CTA; many waves settle near 1.
+  CHECK(causal_attention_waves(4, 32, 4096) == Approx(32.0 / (4 * 528.0 / 4096)));
+  CHECK(causal_attention_waves(1e6, 32, 4096) == Approx(1.0).epsilon(0.01));
+  // No SM count: no waves.
+  CHECK(causal_attention_waves(4, 32, 0) == 1.0);
+  // The table's own setting (16k tokens, hidden 2048: 4 sequences x 32 heads at s 4096, head dim 64) against a
+  // rank of 4 heads x 1 sequence: the rank's call runs 2.00 / causal_attention_waves(128, 32, 132) slower.
+  Spec s = test::spec_for(test::model("nanotron-bench-1b"), 8, 4096, 64);
+  s.cluster = test::cluster("h100-aws-p5");
+  s.training.framework = Framework::kNanotron;
+  s.training.flash_attention = true;
+  auto attention = [&](const char* layout) {
+    Layout l = parse_layout(layout);
+    REQUIRE(!resolve_layout(s, &l));
+    for (const TimeTerm& t : stage_time_terms(s, l, 0))
+      if (t.name == "attention core") return t.seconds;
+    return -1.0;
+  };
+  // tp 8 mbs 1 against tp 1 mbs 8 (32 x 8 = 256 pairs, many waves): the same FLOPs per sequence x heads / 8.
+  const double slow = attention("dp=1,tp=8,pp=1,sp=0,mbs=1"), fast = attention("dp=8,tp=1,pp=1,mbs=8");
+  CHECK(slow * 64 / fast == Approx(2.0 / causal_attention_waves(256, 32, 132)).epsilon(1e-6));
+}
+
