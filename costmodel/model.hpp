@@ -178,6 +178,11 @@ struct Cluster {
   // optimizer) kernels: JUDGEMENT, copy-like kernels sustain ~80-90% of the
   // datasheet HBM bandwidth; not measured here.
   double hbm_efficiency = 0.8;
+  // Of the HBM bandwidth for PyTorch's elementwise kernels over strided
+  // (non-contiguous) operands, which run unvectorized
+  // (TimeVariant::strided_layer_ops); 0: hbm_efficiency.
+  double strided_hbm_efficiency = 0;
+  double strided_hbm_eff() const { return strided_hbm_efficiency > 0 ? strided_hbm_efficiency : hbm_efficiency; }
   // Of peak for the attention core's matrix products (QK^T, PV and their
   // gradients, fused as flash attention or not), which run below large GEMMs
   // (FlashAttention-2 reports 50-73% of peak on A100, Dao 2023). 0: the same

@@ -110,6 +110,10 @@ double memory_bound_time(double bytes, const Cluster& c) {
   return bytes / (c.gpu.hbm_bandwidth_gbs * 1e9 * c.hbm_efficiency);
 }
 
+double strided_memory_time(double bytes, const Cluster& c) {
+  return bytes / (c.gpu.hbm_bandwidth_gbs * 1e9 * c.strided_hbm_eff());
+}
+
 double fp8_gemm_time(const Gemm& g, const Cluster& c) {
   return gemm_roofline(g, c, c.gpu.peak_tflops_fp8, c.gemm_eff_fp8(), 1);
 }
@@ -141,6 +145,9 @@ struct LayerTime {
   double core = 0;   // of which the attention core (scores, softmax, attention·V)
   double linear = 0;            // of which the linear layers' GEMMs
   double linear_backward = 0;   // their input- and weight-gradient GEMMs, each at its own shape
+  // The memory-bound ops' backward (twice their forward, but for the
+  // framework's strided copies and unfused GLU: layer_strided_bytes).
+  double memory_backward = 0;
   // Per tensor-parallel linear kind (column: QKV and fc1; row: out-proj and
   // fc2), summed over the layer's two of each: what TP collectives overlap.
   double col_forward = 0, col_dgrad = 0, col_wgrad = 0, row_forward = 0, row_dgrad = 0;
@@ -158,6 +165,7 @@ LayerTime mix(const LayerTime& d, const LayerTime& e, double w) {
   r.core = x(d.core, e.core);
   r.linear = x(d.linear, e.linear);
   r.linear_backward = x(d.linear_backward, e.linear_backward);
+  r.memory_backward = x(d.memory_backward, e.memory_backward);
   r.col_forward = x(d.col_forward, e.col_forward);
   r.col_dgrad = x(d.col_dgrad, e.col_dgrad);
   r.col_wgrad = x(d.col_wgrad, e.col_wgrad);
@@ -216,6 +224,25 @@ double layer_memory_bound_bytes(const Model& m, const Training& t, const Layout&
   bytes += (v.layer_copies_q * double(m.q_width()) / l.tp + v.layer_copies_kv * double(m.kv_width()) / l.tp +
             (m.gated() && kind == LayerKind::kDense ? v.layer_copies_ffn * f : 0)) * tok * ab;
   return bytes;
+}
+
+// Of layer_memory_bound_bytes, what runs on strided operands in a framework
+// with TimeVariant::strided_layer_ops (nanotron): the layer copies (forward;
+// the backward moves each gradient once: as many bytes) and the unfused gated
+// MLP of a dense layer (forward: the activation's read + write of ffn and the
+// product's 2 reads + 1 write, 5 ffn per token; backward: glu_backward_passes).
+StridedBytes layer_strided_bytes(const Model& m, const Training& t, const Layout& l, LayerKind kind) {
+  const TimeVariant& v = profile(t.framework).time;
+  if (!v.strided_layer_ops) return {};
+  const double ab = act_bytes(t), tok = tokens(t, l), f = double(m.ffn_hidden_size) / l.tp;
+  const double copies =
+      (v.layer_copies_q * double(m.q_width()) / l.tp + v.layer_copies_kv * double(m.kv_width()) / l.tp) * tok * ab;
+  StridedBytes r{copies, copies};
+  if (m.gated() && kind == LayerKind::kDense) {
+    r.forward += (3 + v.layer_copies_ffn) * f * tok * ab;
+    r.backward += v.glu_backward_passes * f * tok * ab;
+  }
+  return r;
 }
 
 // Memory-bound bytes of the attention core without flash attention: the fused
@@ -379,7 +406,11 @@ LayerTime layer_forward_time(const Model& m, const Training& t, const Layout& l,
     if (x.core_attention && !t.flash_attention) r.core += attention_gemm_time(x, c, ab);
   if (t.flash_attention) r.core += flash_attention_time(g, m, t, l, c);
   r.core += memory_bound_time(attention_core_memory_bound_bytes(m, t, l), c);
-  const double memory_bound = memory_bound_time(layer_memory_bound_bytes(m, t, l, kind), c);
+  // The framework's strided ops at their own rate (layer_strided_bytes), the rest at hbm_efficiency.
+  const StridedBytes strided = layer_strided_bytes(m, t, l, kind);
+  const double contiguous = memory_bound_time(layer_memory_bound_bytes(m, t, l, kind) - strided.forward, c);
+  const double memory_bound = contiguous + strided_memory_time(strided.forward, c);
+  r.memory_backward = 2 * contiguous + strided_memory_time(strided.backward, c);
   r.total += r.core + memory_bound;
   if (op_sac) r.op_sac_recompute = op_sac_linears + memory_bound;
   return r;
@@ -391,7 +422,7 @@ LayerTime layer_forward_time(const Model& m, const Training& t, const Layout& l,
 // gradient and write the outgoing one (≈ 2× their forward bytes). Flash
 // attention's backward is 2.5× its forward (FlashAttention-2, 5 GEMMs vs 2).
 double layer_backward_time(const LayerTime& f, bool flash) {
-  return f.linear_backward + 2 * (f.total - f.core - f.linear) + (flash ? 2.5 : 2.0) * f.core;
+  return f.linear_backward + f.memory_backward + (flash ? 2.5 : 2.0) * f.core;
 }
 
 // Recomputation in the backward: the whole layer forward (full, Chen et al.
@@ -1006,13 +1037,23 @@ StageMicrobatch stage_microbatch_with(const Spec& s, const Layout& l, int stage,
                : fmt::format("{:g} layers x {:.3f} ms x 3: QK^T, softmax, attention.V unfused", layers, f.core * 1e3);
   }, c.gpu.flash_attention.n > 0 && c.attention_efficiency <= 0 ? "cluster gpu.flash_attention_tflops" : "");
   const double mem = f.total - f.core - f.linear;
-  sink.add("memory-bound ops", layers * 3 * mem, [&] {
-    return fmt::format("{:g} layers x {:.3f} ms x 3 (backward 2x): norms, residuals, dropout, rotary, activation{}",
-                       layers, mem * 1e3, tv.layer_copies_q + tv.layer_copies_kv + tv.layer_copies_ffn > 0
-                                               ? fmt::format(", framework copies ({:g} q + {:g} kv + {:g} ffn per token)",
-                                                             tv.layer_copies_q, tv.layer_copies_kv, tv.layer_copies_ffn)
-                                               : std::string());
-  }, tv.layer_copies);
+  sink.add("memory-bound ops", layers * (mem + f.memory_backward), [&] {
+    const StridedBytes sb = layer_strided_bytes(m, t, l, LayerKind::kDense);
+    return fmt::format("{:g} layers x ({:.3f} ms forward + {:.3f} ms backward): norms, residuals, dropout, rotary, "
+                       "activation{}{}",
+                       layers, mem * 1e3, f.memory_backward * 1e3,
+                       tv.layer_copies_q + tv.layer_copies_kv + tv.layer_copies_ffn > 0
+                           ? fmt::format(", framework copies ({:g} q + {:g} kv + {:g} ffn per token)",
+                                         tv.layer_copies_q, tv.layer_copies_kv, tv.layer_copies_ffn)
+                           : std::string(),
+                       sb.forward > 0
+                           ? fmt::format("; of them on strided operands {:.1f} MB forward + {:.1f} MB backward (the copies "
+                                         "once, the GLU {} passes per ffn element) at strided_hbm_efficiency {:g}, the "
+                                         "rest at hbm_efficiency {:g} and twice backward",
+                                         sb.forward / 1e6, sb.backward / 1e6, tv.glu_backward_passes,
+                                         c.strided_hbm_eff(), c.hbm_efficiency)
+                           : std::string(" (backward 2x)"));
+  }, tv.strided_layer_ops ? tv.strided_layer : tv.layer_copies);
   sink.add("recompute", recompute_s, [&] {
     if (l.recompute == Recompute::kSelective && prof.act.op_sac)
       return fmt::format("per-op selective: {:g} layers x {:.3f} ms (the unkept linears: wk, wo and {} of a {} MLP, and "

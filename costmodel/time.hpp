@@ -119,6 +119,14 @@ Gemm gemm_weight_gradient(const Gemm& g);
 double causal_attention_waves(double seq_heads, int blocks, int sms);
 // A memory-bound kernel: bytes / (HBM bandwidth × hbm_efficiency).
 double memory_bound_time(double bytes, const Cluster& c);
+// The same over strided operands (PyTorch's unvectorized elementwise path):
+// bytes / (HBM bandwidth × strided_hbm_efficiency).
+double strided_memory_time(double bytes, const Cluster& c);
+// Bytes of one layer's memory-bound ops on one tp rank that run on strided
+// operands (TimeVariant::strided_layer_ops), forward and backward.
+struct StridedBytes {
+  double forward = 0, backward = 0;
+};
 // The same GEMM in FP8 (Transformer Engine): peak_tflops_fp8, 1-byte operands.
 double fp8_gemm_time(const Gemm& g, const Cluster& c);
 // An attention-core GEMM (QK^T, PV): gemm_time at Cluster::attention_eff().

@@ -42,12 +42,12 @@ layout: "tp={row['tp']},pp=1,sp=0,zero=1,mbs={row['mbs']}"
     num = r"([0-9.]+)"
     lin = re.search(r"linear GEMMs\s+[0-9.]+ layers x \(forward " + num + r" ms \+ input/weight gradients " + num, out)
     att = re.search(r"attention core\s+[0-9.]+ layers x " + num + r" ms x ([0-9.]+)", out)
-    mem = re.search(r"memory-bound ops\s+[0-9.]+ layers x " + num + r" ms x 3", out)
+    mem = re.search(r"memory-bound ops\s+[0-9.]+ layers x \(" + num + r" ms forward \+ " + num + r" ms backward\)", out)
     if not (lin and att and mem):
         return None
     return {"gemm": (float(lin.group(1)) + float(lin.group(2))) * 1e-3,
             "attention": float(att.group(1)) * float(att.group(2)) * 1e-3,
-            "memory_bound": float(mem.group(1)) * 3e-3}
+            "memory_bound": (float(mem.group(1)) + float(mem.group(2))) * 1e-3}
 
 
 print(f"{'model':18s} tp mbs | {'GEMM ms':>15s} | {'attention ms':>15s} | {'other ms':>15s} | "

@@ -564,16 +564,19 @@ TEST_CASE("nanotron on H100 (Ultra-Scale Playbook): tokens/s of the runs that ra
   // sequence, its attention 11% slower for it, as measured) ranks 6th, 0.7%
   // behind the 5th, in a group whose runs at 1-2 micro-batches a step are
   // predicted 20-150% fast (README "What is verified").
-  CHECK(med_abs <= 0.14);
-  CHECK(in_top5 >= 11);
+  // With nanotron's strided copies and unfused GLU at PyTorch's unvectorized rate (measured on the same H100
+  // layer): 8.9% (the issue's 12% met) and 12 of 14 again (1B on 8 nodes 5th).
+  CHECK(med_abs <= 0.10);
+  CHECK(in_top5 >= 12);
   // Every pp = 1 run that ran, whatever its MFU: before the host time per
-  // layer 63% (the tp 2-8 runs at small micro-batches up to 3.5x fast), with it 28%.
+  // layer 63% (the tp 2-8 runs at small micro-batches up to 3.5x fast), with it 28%; with the
+  // attention's causal waves and the strided ops 22.8%.
   std::vector<double> pp1;
   for (const TimedRow& r : rows)
     if (r.pp == 1)
       if (const double p = predicted_tokens_per_s_per_gpu(r); p > 0) pp1.push_back(std::abs(p / r.tokens_per_s_per_gpu - 1));
   WARN("nanotron tokens/s, every pp = 1 run that ran (" << pp1.size() << "): median |error| " << 100 * median(pp1) << "%");
-  CHECK(median(pp1) < 0.30);
+  CHECK(median(pp1) < 0.25);
 }
 
 // nanotron's host floor (costmodel/frameworks/nanotron.cpp, TimeVariant::host_layer_tp_s):
@@ -696,13 +699,15 @@ TEST_CASE("nanotron's layer on one H100 through PyTorch, term by term (issue 15:
   //   hdim-96 kernel, 128 x 64 tiles, runs under both neighbours: ~229 TFLOP/s at s 4096 against 245 at 64);
   for (double r : attention_64) CHECK((r > 0.98 && r < 1.12));
   for (double r : attention_96) CHECK((r > 1.05 && r < 1.25));
-  // * nanotron's memory-bound kernels take 1.05-1.4x paraplan's bytes at 0.8 of the HBM rate (strided operands:
-  //   the GLU on the split gate|up halves, the permuted copies run PyTorch's unvectorized elementwise path);
-  for (double r : memory) CHECK((r > 1.0 && r < 1.45));
-  CHECK((median(memory) > 1.15 && median(memory) < 1.40));
-  // * together, where the GPU sets the pace, paraplan's layer is 3-8 % fast: a third of the Playbook's one-node
-  //   optimism (test above), the rest outside one layer on one GPU.
-  for (double e : layer) CHECK((e < 0 && e > -0.10));
+  // * nanotron's memory-bound kernels, its strided copies and unfused GLU at the cluster's strided_hbm_efficiency
+  //   (0.48: PyTorch's unvectorized path, measured on the GLU's SiLU kernels of this layer) and their backward as
+  //   autograd runs it (copies once, the GLU 13 passes per ffn element): 0.90-1.01 of paraplan's time (1.06-1.36
+  //   before, with every pass at 0.8 of the HBM rate and the backward twice the forward);
+  for (double r : memory) CHECK((r > 0.85 && r < 1.10));
+  CHECK((median(memory) > 0.88 && median(memory) < 1.02));
+  // * together, where the GPU sets the pace, paraplan's layer is within 5 % of the measured one (0.7-4.7 % slow;
+  //   it was 3.8-6.6 % fast before the strided ops and the attention waves).
+  for (double e : layer) CHECK(std::abs(e) < 0.05);
 }
 
 TEST_CASE("Megatron-LM's own CI step times on H100 and A100 (gpt3_7b_*_memory_speed goldens)", "[measurements]") {

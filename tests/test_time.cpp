@@ -1098,3 +1098,42 @@ TEST_CASE("FlashAttention-2's causal waves: the schedule of its CTAs on the SMs,
   CHECK(slow * 64 / fast == Approx(2.0 / causal_attention_waves(256, 32, 132)).epsilon(1e-6));
 }
 
+TEST_CASE("nanotron's strided copies and unfused GLU: PyTorch's unvectorized rate, the backward as autograd runs it",
+          "[time]") {
+  // The Playbook's 1B (hidden 2048, 32 heads of 64, kv 32 heads, ffn 8192, 16 layers), seq 4096, micro-batch 1,
+  // tp 1, on AWS p5 (H100: 3,350 GB/s; hbm_efficiency 0.8, strided_hbm_efficiency 0.48). One [s, h] bf16 tensor:
+  const double A = 4096.0 * 2048 * 2;
+  // Forward at the contiguous rate: two norms (read + write: 2A each), two residual adds (3A each), the rotary
+  // embedding of q and k (read + write: 4A); the backward twice that.
+  const double contiguous = 3 * (4 + 6 + 4) * A / (3350e9 * 0.8);
+  // Strided (nanotron's copies: 4 q + 12 kv per token = 16A; its GLU forward: SiLU on the gate half, read + write
+  // 4A x 2, the product 2 reads + 1 write of 4A: 20A), forward, and backward: the copies once (16A), the GLU 13
+  // passes of 4A (52A).
+  const double strided = (16 + 20 + 16 + 52) * A / (3350e9 * 0.48);
+  Spec s = test::spec_for(test::model("nanotron-bench-1b"), 8, 4096, 8);
+  s.cluster = test::cluster("h100-aws-p5");
+  s.training.framework = Framework::kNanotron;
+  s.training.flash_attention = true;
+  Layout l = parse_layout("dp=8,tp=1,pp=1,mbs=1");
+  REQUIRE(!resolve_layout(s, &l));
+  auto memory_bound = [&](const Spec& spec) {
+    for (const TimeTerm& t : stage_time_terms(spec, l, 0))
+      if (t.name == "memory-bound ops") return t.seconds;
+    return -1.0;
+  };
+  CHECK(memory_bound(s) == Approx(16 * (contiguous + strided)).epsilon(1e-9));
+  // A cluster without the key: every pass at hbm_efficiency, still with autograd's backward for the copies and GLU.
+  Spec plain = s;
+  plain.cluster.strided_hbm_efficiency = 0;
+  CHECK(memory_bound(plain) == Approx(16 * (contiguous + (16 + 20 + 16 + 52) * A / (3350e9 * 0.8))).epsilon(1e-9));
+  // Megatron (fused SwiGLU, no such copies): the shared list, backward twice the forward, at hbm_efficiency.
+  Spec megatron = s;
+  megatron.training.framework = Framework::kMegatron;
+  Layout lm = parse_layout("dp=8,tp=1,pp=1,mbs=1");
+  REQUIRE(!resolve_layout(megatron, &lm));
+  double mb = -1;
+  for (const TimeTerm& t : stage_time_terms(megatron, lm, 0))
+    if (t.name == "memory-bound ops") mb = t.seconds;
+  CHECK(mb == Approx(16 * 3 * (4 + 6 + 4 + 3 * 4) * A / (3350e9 * 0.8)).epsilon(1e-9));
+}
+

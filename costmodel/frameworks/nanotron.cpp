@@ -102,6 +102,18 @@ const Profile& nanotron_profile() {
          "bucket's fp32 buffers together, optim/gradient_accumulator.py:333-392"),
       "nanotron has no mixture-of-experts layer in its library (huggingface/nanotron@67c5ebb6: only examples/moe/, "
       "a LlaMoE model on megablocks); use framework megatron or fsdp (torchtitan)");
+    // Its layer copies (.contiguous() of permuted Q|K|V and K|V, the out-proj's copy of its transposed input) and
+    // its unfused GLU (act and product on the halves of the split gate|up output) have strided operands: PyTorch's
+    // elementwise kernels take their unvectorized path there (cluster strided_hbm_efficiency). Backward: a copy's
+    // gradient is moved once; the GLU makes 13 passes per ffn element (the product's two gradients, 3 each; SiLU's
+    // backward, 3; the split's backward writing both halves' gradients into one tensor, read 2 + write 2).
+    q.time.strided_layer_ops = true;
+    q.time.glu_backward_passes = 13;
+    q.time.strided_layer =
+        NT "src/nanotron/models/llama.py:460-474, 655-657, 687-689 (the copies), :199-201 (GLUActivation: "
+           "torch.split(merged_states), act(gate) * up); pytorch/pytorch@002a5676 aten/src/ATen/native/cuda/"
+           "CUDALoops.cuh gpu_kernel_impl_nocast (launch_vectorized_kernel only when iter.is_contiguous(), else "
+           "launch_legacy_kernel<128, 4>); MEASURED on an H100 (tests/data/measurements/h100-nanotron-layer.csv)";
     // ZeRO-1's gather after the step: one all_gather of the flattened shard (distributed.py:201-206).
     q.time.param_gather_one_collective = true;
     // The host floor, MEASURED on the Ultra-Scale Playbook's runs (nanotron@67c5ebb6, PyTorch 2.1 + CUDA 12.1 on

@@ -206,6 +206,17 @@ struct TimeVariant {
   // ZeRO-1/2's parameter all-gather after the step is one collective of the
   // whole shard, not the reduction's buckets (nanotron).
   bool param_gather_one_collective = false;
+  // The framework's layer copies and its unfused gated MLP run on strided
+  // operands (permuted views copied .contiguous(), the activation and product
+  // on the halves of a split gate|up output): PyTorch's elementwise kernels
+  // take their unvectorized path there (Cluster::strided_hbm_efficiency). A
+  // copy's backward moves the gradient once (the backward of a permute or a
+  // view is a view, materialized by its consumer); the unfused GLU's backward
+  // makes glu_backward_passes passes per ffn element and token. false: every
+  // memory-bound op at hbm_efficiency, the backward twice the forward.
+  bool strided_layer_ops = false;
+  int glu_backward_passes = 0;
+  Source strided_layer = "";
   // The host's time to dispatch one layer's forward and backward for one
   // micro-batch (the framework's Python, autograd, kernel and collective
   // launches) where tp > 1, measured: a micro-batch of a stage lasts at least

@@ -85,6 +85,8 @@ void cluster_map(YAML::Emitter& e, const Cluster& c) {
   if (c.gemm_fixed_us > 0) e << YAML::Key << "gemm_fixed_us" << YAML::Value << c.gemm_fixed_us;
   if (c.gemm_efficiency_fp8 > 0) e << YAML::Key << "gemm_efficiency_fp8" << YAML::Value << c.gemm_efficiency_fp8;
   e << YAML::Key << "hbm_efficiency" << YAML::Value << c.hbm_efficiency;
+  if (c.strided_hbm_efficiency > 0)
+    e << YAML::Key << "strided_hbm_efficiency" << YAML::Value << c.strided_hbm_efficiency;
   if (c.attention_efficiency > 0) e << YAML::Key << "attention_efficiency" << YAML::Value << c.attention_efficiency;
   if (c.optimizer_efficiency > 0) e << YAML::Key << "optimizer_efficiency" << YAML::Value << c.optimizer_efficiency;
   if (c.best_published_mfu > 0) e << YAML::Key << "best_published_mfu" << YAML::Value << c.best_published_mfu;

@@ -119,6 +119,7 @@ TEST_CASE("the spec writer round-trips through the loader", "[inputs]") {
     a.memory_headroom = 0.0734;  // an edited value with many digits
     a.training.overlap_dp_comm = false;  // not the default
     a.cluster.optimizer_efficiency = 0.6;  // set, not the default (hbm_efficiency)
+    a.cluster.strided_hbm_efficiency = 0.48;  // set, not the default (hbm_efficiency)
     a.training.framework = Framework::kNanotron;  // not the default (megatron)
     const fs::path tmp = fs::temp_directory_path() / "paraplan-gui-roundtrip.yaml";
     std::ofstream(tmp) << spec_to_yaml(a);
@@ -144,6 +145,7 @@ TEST_CASE("the spec writer round-trips through the loader", "[inputs]") {
     CHECK(b.cluster.runtime_overhead_gib == a.cluster.runtime_overhead_gib);
     CHECK(b.cluster.nccl_comm_mib == a.cluster.nccl_comm_mib);
     CHECK(b.cluster.nccl_channels == a.cluster.nccl_channels);
+    CHECK(b.cluster.strided_hbm_efficiency == a.cluster.strided_hbm_efficiency);
     CHECK(b.training.optimizer_state_bytes == a.training.optimizer_state_bytes);
     CHECK(b.training.flash_attention == a.training.flash_attention);
     CHECK(b.training.overlap_dp_comm == a.training.overlap_dp_comm);
