@@ -717,12 +717,18 @@ double dp_param_gather_time(const Spec& s, const Layout& l, const GroupPlacement
 // (K bytes: fp32 master + Adam m, v; Rajbhandari et al. 2020 §3.1) and writes
 // the 16-bit weights (fp32 training: reads and writes the weights instead), at
 // Cluster::optimizer_eff() of the HBM bandwidth.
+// A framework that clips over its whole fp32 gradient buffer
+// (TimeVariant::clip_full_grad_bytes_per_param: nanotron) reads the shard's
+// gradient once for the update and passes over every parameter's for the clip.
 double optimizer_step_time(const Spec& s, const Layout& l, double params) {
   const Training& t = s.training;
   const double shard = l.zero >= 1 ? double(std::int64_t((params + l.dp_cp() - 1) / l.dp_cp())) : params;
-  const double wb = dtype_bytes(t.precision), gb = grad_reduce_bytes(profile(t.framework), t);
+  const Profile& prof = profile(t.framework);
+  const double wb = dtype_bytes(t.precision), gb = grad_reduce_bytes(prof, t);
   const double weights = t.precision == DType::kFp32 ? 2 * wb : wb;
-  const double bytes = shard * (2 * gb + 2 * t.optimizer_state_bytes + weights);
+  const double clip = prof.time.clip_full_grad_bytes_per_param;
+  const double bytes = clip > 0 ? shard * (gb + 2 * t.optimizer_state_bytes + weights) + params * clip
+                                : shard * (2 * gb + 2 * t.optimizer_state_bytes + weights);
   return bytes / (s.cluster.gpu.hbm_bandwidth_gbs * 1e9 * s.cluster.optimizer_eff());
 }
 

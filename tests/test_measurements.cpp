@@ -565,18 +565,21 @@ TEST_CASE("nanotron on H100 (Ultra-Scale Playbook): tokens/s of the runs that ra
   // behind the 5th, in a group whose runs at 1-2 micro-batches a step are
   // predicted 20-150% fast (README "What is verified").
   // With nanotron's strided copies and unfused GLU at PyTorch's unvectorized rate (measured on the same H100
-  // layer): 8.9% (the issue's 12% met) and 12 of 14 again (1B on 8 nodes 5th).
-  CHECK(med_abs <= 0.10);
-  CHECK(in_top5 >= 12);
+  // layer): 8.9% (the issue's 12% met) and 12 of 14 again (1B on 8 nodes 5th). With nanotron's gradient
+  // clipping over its whole fp32 accumulator (12 B per parameter of the rank, ZeRO-1 or not): 8.5% and 11 of
+  // 14: 1B on 8 nodes' fastest (dp 64, tp 1, mbs 1: a clip over 4x the tp 4 runs' parameters) 6th again, 1%
+  // behind the 5th, in a group whose top 5 holds a run measured at half its ZeRO-1 twin (dp 64, mbs 2, ZeRO-0).
+  CHECK(med_abs <= 0.09);
+  CHECK(in_top5 >= 11);
   // Every pp = 1 run that ran, whatever its MFU: before the host time per
   // layer 63% (the tp 2-8 runs at small micro-batches up to 3.5x fast), with it 28%; with the
-  // attention's causal waves and the strided ops 22.8%.
+  // attention's causal waves and the strided ops 22.8%; with nanotron's clip pass 21.9%.
   std::vector<double> pp1;
   for (const TimedRow& r : rows)
     if (r.pp == 1)
       if (const double p = predicted_tokens_per_s_per_gpu(r); p > 0) pp1.push_back(std::abs(p / r.tokens_per_s_per_gpu - 1));
   WARN("nanotron tokens/s, every pp = 1 run that ran (" << pp1.size() << "): median |error| " << 100 * median(pp1) << "%");
-  CHECK(median(pp1) < 0.25);
+  CHECK(median(pp1) < 0.23);
 }
 
 // nanotron's host floor (costmodel/frameworks/nanotron.cpp, TimeVariant::host_layer_tp_s):

@@ -339,6 +339,17 @@ TEST_CASE("The optimizer step streams its bytes at optimizer_efficiency", "[time
   s.cluster.optimizer_efficiency = 0.5;
   CHECK(estimate_time(s, l).optimizer_s == Approx(bytes / (3350e9 * 0.5)).epsilon(1e-12));  // 120.69 ms
   CHECK(bytes / (3350e9 * 0.5) == Approx(0.12068804).epsilon(1e-7));
+  // nanotron clips over the fp32 accumulator of every parameter, ZeRO-1 or not (clip_grads.py:44-50, 65-66,
+  // 88-94): at dp 8, ZeRO-1 the shard's update reads its fp32 gradient once (4 B), reads and writes the state
+  // (24 B) and writes the bf16 weight (2 B) for 1/8 of the parameters, and the clip reads (4 B) and scales in
+  // place (8 B) all of them.
+  Spec n = spec(1, 16, 8);
+  n.training.framework = Framework::kNanotron;
+  n.cluster.hbm_efficiency = 0.8;
+  const Layout z1 = resolved(n, "dp=8,tp=1,pp=1,zero=1,mbs=1");
+  const double shard = std::ceil(6738415616.0 / 8);
+  CHECK(estimate_time(n, z1).optimizer_s ==
+        Approx((shard * (4 + 24 + 2) + 6738415616.0 * 12) / (3350e9 * 0.8)).epsilon(1e-12));
 }
 
 TEST_CASE("Flash attention's FLOPs are priced at attention_efficiency", "[time]") {

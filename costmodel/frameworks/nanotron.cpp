@@ -114,6 +114,13 @@ const Profile& nanotron_profile() {
            "torch.split(merged_states), act(gate) * up); pytorch/pytorch@002a5676 aten/src/ATen/native/cuda/"
            "CUDALoops.cuh gpu_kernel_impl_nocast (launch_vectorized_kernel only when iter.is_contiguous(), else "
            "launch_legacy_kernel<128, 4>); MEASURED on an H100 (tests/data/measurements/h100-nanotron-layer.csv)";
+    // Gradient clipping (clip_grad 1.0 in the benchmarks' config) over the fp32 accumulator of every parameter of
+    // the rank, ZeRO-1 or not: a norm per buffer (read 4 B) and an in-place scale (read + write 8 B).
+    q.time.clip_full_grad_bytes_per_param = 12;
+    q.time.clip = NT "src/nanotron/optim/clip_grads.py:44-50 (\"clip all fp32 grads\": get_grad_buffer(name) for every named "
+                     "parameter), :65-66 (vector_norm of each, fp32), :88-94 (mul_ in place); trainer.py:544-556; "
+                     "examples/config_tiny_llama_bench.yaml:56 (clip_grad: 1.0); optim/gradient_accumulator.py:178-202 "
+                     "(the fp32 buffers cover every parameter)";
     // ZeRO-1's gather after the step: one all_gather of the flattened shard (distributed.py:201-206).
     q.time.param_gather_one_collective = true;
     // The host floor, MEASURED on the Ultra-Scale Playbook's runs (nanotron@67c5ebb6, PyTorch 2.1 + CUDA 12.1 on

@@ -217,6 +217,12 @@ struct TimeVariant {
   bool strided_layer_ops = false;
   int glu_backward_passes = 0;
   Source strided_layer = "";
+  // Gradient clipping over the whole fp32 gradient buffer of the stage, not
+  // the optimizer's ZeRO shard: bytes per parameter (the norm's read, the
+  // in-place scale's read + write). 0: the norm reads the shard's gradient
+  // once more beside the update (costmodel/time.cpp optimizer_step_time).
+  double clip_full_grad_bytes_per_param = 0;
+  Source clip = "";
   // The host's time to dispatch one layer's forward and backward for one
   // micro-batch (the framework's Python, autograd, kernel and collective
   // launches) where tp > 1, measured: a micro-batch of a stage lasts at least
