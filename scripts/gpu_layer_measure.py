@@ -19,6 +19,10 @@ runs are predicted 10-20 % fast where the GPU sets the pace, and the cause is no
   elementwise  copy, add, mul, SiLU and a transposing copy at 1 MiB - 1 GiB per operand: time against bytes
                moved; a least-squares line gives the memory-bound rate and a fixed time per kernel.
 
+  attention    causal attention forward + backward at Llama-2-7B's head dim (8 heads, seq 8192, micro-batch 2)
+               through SDPA's flash and cuDNN backends, with and without dropout 0.1 and deterministic algorithms
+               (what Megatron's CI rows run with).
+
 Usage: python3 scripts/gpu_layer_measure.py OUT_DIR [--quick]   (--quick: tiny sizes; runs on the CPU too)
 Writes OUT_DIR/layer_measure.json and prints a summary. Compare with paraplan: for each row, the nanotron
 spec of the same model, tp and micro-batch on one H100 node (configs/clusters/h100-aws-p5.yaml), per layer.
@@ -246,6 +250,59 @@ if len(pts) >= 2:
     res["elementwise_fit"] = {"rate_gbs": 1 / slope / 1e9 if slope > 0 else None, "fixed_us": (my - slope * mx) * 1e6}
 save()
 
+# ---- attention variants (Megatron's CI rows run with attention dropout 0.1 and deterministic algorithms,
+# NVTE_ALLOW_NONDETERMINISTIC_ALGO=0: NVIDIA/Megatron-LM@d98e8a64 tests/functional_tests/test_cases/gpt/
+# gpt3_7b_tp4_pp1_memory_speed/model_config.yaml): causal attention forward + backward at Llama-2-7B's head dim 128,
+# 8 heads (tp 4), seq 8192, micro-batch 2, through SDPA's flash and cuDNN backends, with and without dropout 0.1 and
+# deterministic algorithms (torch.use_deterministic_algorithms). --quick: the math backend on tiny shapes.
+def attention_variant(backend, dropout, deterministic, b, heads, s, d):
+    q, k, v = (torch.randn(b, heads, s, d, device=dev, dtype=dt, requires_grad=True) for _ in range(3))
+    do = torch.randn(b, heads, s, d, device=dev, dtype=dt)
+
+    def step():
+        if dev == "cuda":
+            from torch.nn.attention import sdpa_kernel
+            with sdpa_kernel(backend):
+                o = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True)
+        elif hasattr(F, "scaled_dot_product_attention"):
+            o = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True)
+        else:  # the CPU's PyTorch 1.13 (--quick): the unfused product, dropout on the probabilities' output
+            o = F.dropout(attention(*(t.transpose(1, 2) for t in (q, k, v))).transpose(1, 2), dropout)
+        torch.autograd.backward(o, do)
+        q.grad = k.grad = v.grad = None
+
+    torch.use_deterministic_algorithms(deterministic, warn_only=True)
+    try:
+        return timed(step, 0.5 if not quick else 0.02)
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
+att = []
+if True:
+    shape = (2, 8, 8192, 128) if not quick else (1, 2, 64, 16)
+    if dev == "cuda":
+        from torch.nn.attention import SDPBackend
+        backends = [("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)]
+    else:
+        backends = [("math", None)]
+    for name, backend in backends:
+        for dropout in (0.0, 0.1):
+            for deterministic in (False, True):
+                try:
+                    t = attention_variant(backend, dropout, deterministic, *shape)
+                except Exception as e:  # a backend that refuses the combination
+                    att.append({"backend": name, "dropout": dropout, "deterministic": deterministic, "error": repr(e)[:200]})
+                    continue
+                b, h, sq, d = shape
+                flops = 4 * b * h * sq * sq * d / 2 * 3.5  # the causal half, forward + backward (2.5x the forward)
+                att.append({"backend": name, "dropout": dropout, "deterministic": deterministic, "shape": list(shape),
+                            "s": t, "tflops_causal": flops / t / 1e12})
+                print(f"attention {name:5s} dropout {dropout} deterministic {deterministic}: {t * 1e3:8.3f} ms "
+                      f"({flops / t / 1e12:6.1f} TFLOP/s causal)")
+res["attention_variants"] = att
+save()
+
 for r in rows:
     k = r["kernel_s"]
     print(f"{r['model']:18s} tp{r['tp']} mbs{r['mbs']}: fwd+bwd {r['forward_backward_s'] * 1e3:8.3f} ms "
@@ -255,3 +312,4 @@ print("elementwise fit:", res.get("elementwise_fit"))
 if quick and only is None:  # the suite runs --quick on the CPU: every row measured, every figure positive
     assert len(rows) == 2 and all(r["forward_backward_s"] > r["forward_s"] > 0 and r["busy_s"] > 0 for r in rows), rows
     assert all(e["s"] > 0 for e in ew) and res["elementwise_fit"]["rate_gbs"], res["elementwise_fit"]
+    assert len(att) == 4 and all(a.get("s", 0) > 0 for a in att), att
