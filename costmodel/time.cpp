@@ -184,6 +184,21 @@ double norm_tokens(const Training& t, const Layout& l) {
   return l.sp ? tokens(t, l) / l.tp : tokens(t, l);
 }
 
+// The framework's own copies around attention (TimeVariant::layer_copies_q,
+// layer_copies_kv), bytes of one layer's forward on one tp rank.
+double attention_copy_bytes(const Model& m, const Training& t, const Layout& l, const TimeVariant& v) {
+  return (v.layer_copies_q * double(m.q_width()) + v.layer_copies_kv * double(m.kv_width())) / l.tp * tokens(t, l) *
+         act_bytes(t);
+}
+
+// A dense layer's MLP activation on one tp rank (GeLU: read + write ffn;
+// SwiGLU: read 2·ffn, write ffn) and, gated, the framework's own unfused
+// passes over ffn (TimeVariant::layer_copies_ffn), bytes forward.
+double dense_activation_bytes(const Model& m, const Training& t, const Layout& l, const TimeVariant& v) {
+  const double f = double(m.ffn_hidden_size) / l.tp;
+  return ((m.gated() ? 3 : 2) + (m.gated() ? v.layer_copies_ffn : 0)) * f * tokens(t, l) * act_bytes(t);
+}
+
 // Memory-bound bytes of one layer's forward outside the attention core: two
 // norms (read + write), two residual adds (2 reads + 1 write), hidden dropout
 // (read, write, 1-byte mask), rotary on Q and K, the MLP activation (GeLU: read
@@ -196,7 +211,6 @@ double layer_memory_bound_bytes(const Model& m, const Training& t, const Layout&
   if (m.position_embedding == PositionEmbedding::kRope)
     bytes += 2 * (m.mla() ? double(m.num_attention_heads) * 2 * m.qk_rope_head_dim : double(m.q_width() + m.kv_width())) /
              l.tp * tok * ab;
-  const double f = double(m.ffn_hidden_size) / l.tp;
   const TimeVariant& v = profile(t.framework).time;
   if (kind == LayerKind::kMoe) {
     // The expert MLP: the activation over the rank's dispatched rows (k x
@@ -218,12 +232,10 @@ double layer_memory_bound_bytes(const Model& m, const Training& t, const Layout&
     bytes += (v.moe_combine_act_passes * ab + v.moe_combine_fp32_passes * 4.0) * tok * k / l.tp * h +
              (v.moe_router_act_passes * ab + v.moe_router_fp32_passes * 4.0) * tn * h;
   } else {
-    bytes += (m.gated() ? 3 : 2) * f * tok * ab;
+    bytes += dense_activation_bytes(m, t, l, v);
   }
-  // The framework's own copies and unfused passes (TimeVariant).
-  bytes += (v.layer_copies_q * double(m.q_width()) / l.tp + v.layer_copies_kv * double(m.kv_width()) / l.tp +
-            (m.gated() && kind == LayerKind::kDense ? v.layer_copies_ffn * f : 0)) * tok * ab;
-  return bytes;
+  // The framework's own copies around attention (TimeVariant).
+  return bytes + attention_copy_bytes(m, t, l, v);
 }
 
 // Of layer_memory_bound_bytes, what runs on strided operands in a framework
@@ -234,13 +246,11 @@ double layer_memory_bound_bytes(const Model& m, const Training& t, const Layout&
 StridedBytes layer_strided_bytes(const Model& m, const Training& t, const Layout& l, LayerKind kind) {
   const TimeVariant& v = profile(t.framework).time;
   if (!v.strided_layer_ops) return {};
-  const double ab = act_bytes(t), tok = tokens(t, l), f = double(m.ffn_hidden_size) / l.tp;
-  const double copies =
-      (v.layer_copies_q * double(m.q_width()) / l.tp + v.layer_copies_kv * double(m.kv_width()) / l.tp) * tok * ab;
+  const double copies = attention_copy_bytes(m, t, l, v);
   StridedBytes r{copies, copies};
   if (m.gated() && kind == LayerKind::kDense) {
-    r.forward += (3 + v.layer_copies_ffn) * f * tok * ab;
-    r.backward += v.glu_backward_passes * f * tok * ab;
+    r.forward += dense_activation_bytes(m, t, l, v);
+    r.backward += v.glu_backward_passes * double(m.ffn_hidden_size) / l.tp * tokens(t, l) * act_bytes(t);
   }
   return r;
 }

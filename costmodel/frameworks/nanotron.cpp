@@ -113,7 +113,9 @@ const Profile& nanotron_profile() {
         NT "src/nanotron/models/llama.py:460-474, 655-657, 687-689 (the copies), :199-201 (GLUActivation: "
            "torch.split(merged_states), act(gate) * up); pytorch/pytorch@002a5676 aten/src/ATen/native/cuda/"
            "CUDALoops.cuh gpu_kernel_impl_nocast (launch_vectorized_kernel only when iter.is_contiguous(), else "
-           "launch_legacy_kernel<128, 4>); MEASURED on an H100 (tests/data/measurements/h100-nanotron-layer.csv)";
+           "launch_legacy_kernel<128, 4>); a copy's backward: pytorch/pytorch@d327a787 tools/autograd/derivatives.yaml "
+           "(permute: permute_backwards(grad, dims), a view); MEASURED on an H100 "
+           "(tests/data/measurements/h100-nanotron-layer.csv)";
     // Gradient clipping (clip_grad 1.0 in the benchmarks' config) over the fp32 accumulator of every parameter of
     // the rank, ZeRO-1 or not: a norm per buffer (read 4 B) and an in-place scale (read + write 8 B).
     q.time.clip_full_grad_bytes_per_param = 12;
