@@ -292,10 +292,17 @@ TEST_CASE("plan on Mixtral-8x7B over 64 H100 searches ep > 1 and says why its pi
   // The layout runs to the first ',' or ' ' after its schedule field.
   const std::string other = why.substr(from, why.find_first_of(", ", why.find("schedule=", from)) - from);
   CHECK((parse_layout(other).ep > 1) != (rec.ep > 1));
-  // Issue 16: the pick is expert-parallel. Its step ties with the best ep = 1 layout's (both at the
-  // H100's best published MFU, the cap above which layouts are warned and ranked after), and the
-  // tie goes to the layout with less memory: the experts sharded over ep leave more headroom.
-  CHECK(rec.ep > 1);
+  // Issue 16: the pick and the best layout of the other kind both sit at the H100's best published
+  // utilization (48 % HFU, the line above which layouts are warned and ranked after), so which kind
+  // wins is decided within a fraction of a percent (it was ep = 8 by a memory tie-break while the line
+  // was drawn on MFU, which let recompute hide layouts under it): expert parallelism stays within 1 %
+  // of the pick's step whichever kind wins, and a tie is explained by memory.
+  const double pick_s = j["recommended"]["time"]["step_s"].get<double>();
+  double other_s = 0;
+  for (const json& c : j["candidates"])
+    if (c["layout"].get<std::string>().rfind(other, 0) == 0) other_s = c["time"]["step_s"].get<double>();
+  if (other_s > 0) CHECK(other_s < 1.01 * pick_s);
+  CHECK(why.find(" s vs ") != std::string::npos);
   if (why.find("ties with") != std::string::npos) CHECK(why.find("needs less memory") != std::string::npos);
   bool ep8 = false, ep1 = false;
   for (const json& c : j["candidates"]) {
@@ -305,7 +312,8 @@ TEST_CASE("plan on Mixtral-8x7B over 64 H100 searches ep > 1 and says why its pi
   }
   CHECK(ep8);
   CHECK(ep1);
-  CHECK((j["recommended"]["time"]["ep_comm_s"].get<double>() > 0) == (rec.ep > 1));
+  // Expert collectives: the all-to-alls over ep, or with ep = 1 the expert tensor-parallel exchange over etp.
+  CHECK((j["recommended"]["time"]["ep_comm_s"].get<double>() > 0) == (rec.ep > 1 || rec.expert_tp() > 1));
   // A search constraint narrows it.
   write_text(dir.path() / "s.yaml", "model: mixtral-8x7b\ncluster: h100\nnum_nodes: 8\n"
                                     "training: {seq_length: 4096, global_batch_size: 1024}\nsearch: {ep: [2], etp: [1]}\n");

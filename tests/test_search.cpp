@@ -347,11 +347,11 @@ TEST_CASE("plan recommends a layout the time model can vouch for when one fits (
   REQUIRE(fastest.time.warnings == 0);
   // Publish a best MFU just under the fastest layout's: it now carries a
   // warning and ranks after every fitting layout without one.
-  s.cluster.best_published_mfu = fastest.time.mfu * 0.999;
+  s.cluster.best_published_mfu = fastest.time.hfu * 0.999;
   const Plan p = make_plan(s);
   REQUIRE(p.recommended());
   CHECK(p.recommended()->time.warnings == 0);
-  CHECK(p.recommended()->time.mfu <= s.cluster.best_published_mfu);
+  CHECK(p.recommended()->time.hfu <= s.cluster.best_published_mfu);
   CHECK(p.recommended()->time.step_s > fastest.time.step_s);
   const auto it = std::find_if(p.candidates.begin(), p.candidates.end(),
                                [&](const Candidate& x) { return x.layout == fastest.layout; });
