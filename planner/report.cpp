@@ -118,13 +118,23 @@ std::string header(const Spec& s, const Layout& l, const MemoryEstimate& e) {
   return o;
 }
 
+// Blocks held only for a stream count in allocated and reserved but not on the
+// device: a failed cudaMalloc frees them first (MemoryBreakdown). Said where the
+// figures would otherwise read as reserved > what must fit.
+static std::string held_text(const MemoryEstimate& e) {
+  const std::int64_t held = e.heaviest().held_for_streams;
+  return held > 0 ? fmt::format(", {} of them blocks held for the NCCL stream, which a failed allocation frees first",
+                                gib(held))
+                  : std::string();
+}
+
 std::string verdict(const Spec& s, const MemoryEstimate& e) {
   return fmt::format(
       "GPU {} GiB - headroom {:g}% ({} GiB) = usable {} GiB; heaviest rank {} (stage {}): {} GiB on the device "
-      "(allocated {}, reserved {}) -> {} (margin {} GiB)\n",
+      "(allocated {}, reserved {}{}) -> {} (margin {} GiB)\n",
       gib(e.gpu_bytes), s.memory_headroom * 100, gib(e.headroom_bytes), gib(e.usable_bytes),
       e.heaviest_rank, e.heaviest_stage, gib(e.device_bytes), gib(e.allocated_bytes), gib(e.reserved_bytes),
-      e.fits ? "FITS" : "DOES NOT FIT",
+      held_text(e), e.fits ? "FITS" : "DOES NOT FIT",
       gib(e.margin_bytes));
 }
 
@@ -252,9 +262,9 @@ std::string check_summary(const Spec& s, const Layout& l, const MemoryEstimate& 
   const std::string dominant = fmt::format("{} {} GiB ({:.0f}%)", category_name(Category(top)),
                                            gib(m.bytes[top]), 100.0 * double(m.bytes[top]) / double(m.total()));
   if (e.fits)
-    return fmt::format("fits: {} peak {} GiB on the device (allocated {}, reserved {}) of {} GiB usable on {} (stage {}), "
+    return fmt::format("fits: {} peak {} GiB on the device (allocated {}, reserved {}{}) of {} GiB usable on {} (stage {}), "
                        "margin {} GiB; largest term {}",
-                       to_string(l), gib(e.peak_bytes), gib(e.allocated_bytes), gib(e.reserved_bytes), gib(e.usable_bytes),
+                       to_string(l), gib(e.peak_bytes), gib(e.allocated_bytes), gib(e.reserved_bytes), held_text(e), gib(e.usable_bytes),
                        s.cluster.gpu.name, e.heaviest_stage, gib(e.margin_bytes), dominant);
   return fmt::format("does not fit: {} needs {} GiB on rank {} (stage {}) but {} GiB are usable "
                      "({} GiB GPU, {:g}% headroom): over by {} GiB; largest term {}",
