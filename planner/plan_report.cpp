@@ -84,6 +84,32 @@ std::string why_recommended(const Plan& plan) {
   return why_faster(a, plan.candidates[1], "the runner-up");
 }
 
+PassedOver passed_over(const Plan& plan) {
+  PassedOver r;
+  const Candidate* a = plan.recommended();
+  if (!a || a->time.warnings) return r;  // every fitting layout warned: the fastest is recommended
+  for (const Candidate& c : plan.candidates) {
+    if (!c.fits) break;
+    if (c.time.warnings && c.time.step_s < a->time.step_s) {
+      ++r.count;
+      if (!r.fastest || c.time.step_s < r.fastest->time.step_s) r.fastest = &c;
+    }
+  }
+  return r;
+}
+
+std::string passed_over_text(const Plan& plan) {
+  const PassedOver p = passed_over(plan);
+  if (!p.fastest) return "";
+  const Candidate& a = *plan.recommended();
+  const std::vector<std::string> w = warning_messages(p.fastest->time);
+  return fmt::format("{} fitting layout{} predicted faster rank{} after it for a warning; the fastest, {}, is predicted "
+                     "{:.1f}% faster ({:.3f} s), but {}",
+                     p.count, p.count == 1 ? "" : "s", p.count == 1 ? "s" : "", to_string(p.fastest->layout),
+                     100 * (a.time.step_s / p.fastest->time.step_s - 1), p.fastest->time.step_s,
+                     w.empty() ? std::string("carries a warning") : w[0]);
+}
+
 std::string why_expert_parallel(const Plan& plan) {
   const Candidate* a = plan.recommended();
   if (!a) return "";
@@ -225,6 +251,11 @@ json plan_json(const Spec& s, const Plan& p, int top, const json& defaults) {
     json rec = layout_json(s, l, estimate_memory(s, l));
     add_time_json(&rec, r->time);
     rec["why"] = why_recommended(p);
+    if (const PassedOver po = passed_over(p); po.fastest)
+      rec["passed_over"] = {{"count", po.count},
+                            {"fastest", to_string(po.fastest->layout)},
+                            {"step_s", po.fastest->time.step_s},
+                            {"warnings", warning_messages(po.fastest->time)}};
     if (s.model.is_moe()) rec["why_expert_parallel"] = why_expert_parallel(p);
     j["recommended"] = rec;
   } else {
@@ -274,6 +305,8 @@ std::string render_plan(Format f, const Spec& s, const Plan& p, int top, const j
     o += "\n  " + time_text(r->time, r->layout);
     o += md ? "```\n\n" : "";
     o += fmt::format("{}Why: {}.\n", md ? "" : "  ", why_recommended(p));
+    if (const std::string po = passed_over_text(p); !po.empty())
+      o += fmt::format("{}Passed over: {}.\n", md ? "" : "  ", po);
     if (const std::string e = s.model.is_moe() ? why_expert_parallel(p) : std::string(); !e.empty())
       o += fmt::format("{}Expert parallelism: {}.\n", md ? "" : "  ", e);
     o += "\n";

@@ -18,6 +18,7 @@
 #include "costmodel/time.hpp"
 #include "planner/emit.hpp"
 #include "planner/layout_source.hpp"
+#include "planner/plan_report.hpp"
 #include "planner/search.hpp"
 #include "test_helpers.hpp"
 
@@ -357,11 +358,28 @@ TEST_CASE("plan recommends a layout the time model can vouch for when one fits (
                                [&](const Candidate& x) { return x.layout == fastest.layout; });
   REQUIRE(it != p.candidates.end());
   CHECK(it->time.warnings == StepTime::kWarnMfuAboveBest);
+  // plan says what it passed over: the fastest warned layout is the free plan's pick, and the text and JSON name it.
+  const PassedOver po = passed_over(p);
+  CHECK(po.count >= 1);
+  REQUIRE(po.fastest);
+  CHECK(po.fastest->layout == fastest.layout);
+  CHECK(po.fastest->time.step_s == fastest.time.step_s);
+  const std::string text = render_plan(Format::kTable, s, p, 5);
+  CHECK(text.find("Passed over: ") != std::string::npos);
+  CHECK(text.find(to_string(fastest.layout)) != std::string::npos);
+  const nlohmann::json j = plan_json(s, p, 5);
+  CHECK(j["recommended"]["passed_over"]["fastest"] == to_string(fastest.layout));
+  CHECK(j["recommended"]["passed_over"]["count"] == po.count);
+  CHECK(!j["recommended"]["passed_over"]["warnings"].empty());
+  // Without a line, nothing is passed over.
+  CHECK(passed_over(free).count == 0);
+  CHECK(plan_json(s, free, 5)["recommended"].count("passed_over") == 0);
   // Every layout warned: the fastest is recommended all the same.
   s.cluster.best_published_mfu = 1e-6;
   const Plan all = make_plan(s);
   REQUIRE(all.recommended());
   CHECK(all.recommended()->layout == fastest.layout);
+  CHECK(passed_over(all).count == 0);
 }
 
 TEST_CASE("make_plan honours the spec's search constraints", "[search]") {
