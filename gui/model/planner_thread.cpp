@@ -1,6 +1,7 @@
 #include "gui/model/planner_thread.hpp"
 
 #include "costmodel/memory.hpp"
+#include "planner/plan_report.hpp"
 
 namespace paraplan::gui {
 
@@ -17,6 +18,7 @@ std::shared_ptr<PlanSnapshot> build_snapshot(const Spec& spec, std::uint64_t gen
   const auto t1 = std::chrono::steady_clock::now();
   s->layout_text.reserve(s->plan.candidates.size());
   for (const Candidate& c : s->plan.candidates) s->layout_text.push_back(to_string(c.layout));
+  s->passed_over = passed_over_text(s->plan);
   s->gpu_bytes = gpu_memory_bytes(spec.cluster);
   s->usable_bytes = usable_memory_bytes(spec);
   const auto t2 = std::chrono::steady_clock::now();

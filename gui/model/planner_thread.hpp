@@ -26,6 +26,7 @@ struct PlanSnapshot {
   Spec spec;
   Plan plan;
   std::vector<std::string> layout_text;  // to_string of each candidate's layout
+  std::string passed_over;                // passed_over_text(plan): one pass over the candidates, once per plan
   std::int64_t gpu_bytes = 0, usable_bytes = 0;
   std::string error;      // make_plan failed (the plan is then empty)
   double plan_ms = 0;     // make_plan

@@ -13,6 +13,7 @@
 #include "gui/model/inputs.hpp"
 #include "gui/model/layout_detail.hpp"
 #include "gui/model/planner_thread.hpp"
+#include "planner/plan_report.hpp"
 #include "gui/model/session.hpp"
 #include "gui/model/spec_writer.hpp"
 #include "planner/spec_loader.hpp"
@@ -177,6 +178,10 @@ TEST_CASE("the planner thread answers the newest request", "[planner]") {
   CHECK(snap->spec.training.global_batch_size == 32);
   CHECK(snap->layout_text.size() == snap->plan.candidates.size());
   CHECK(snap->plan.evaluated == make_plan(snap->spec).evaluated);
+  // What plan passed over, worked out once per plan for the panel: the same sentence as the CLI's.
+  CHECK(snap->passed_over == passed_over_text(snap->plan));
+  const PassedOver po = passed_over(snap->plan);
+  CHECK(snap->passed_over.empty() == (po.fastest == nullptr));
 }
 
 TEST_CASE("session: plan, select, re-plan keeps the selection", "[session]") {

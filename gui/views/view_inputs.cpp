@@ -105,8 +105,7 @@ void plan_summary(Session& s) {
     ImGui::Text("%.2f GiB peak, %.3f s per step, MFU %.1f%%", double(rec->peak_bytes) / kGiB, rec->time.step_s,
                 100 * rec->time.mfu);
     ImGui::TextColored(kTextDim, "why: %s.", why_recommended(p).c_str());
-    if (const std::string po = passed_over_text(p); !po.empty())
-      ImGui::TextColored(kTextWarn, "passed over: %s.", po.c_str());
+    if (!snap->passed_over.empty()) ImGui::TextColored(kTextWarn, "passed over: %s.", snap->passed_over.c_str());
     for (const std::string& w : warning_messages(rec->time)) ImGui::TextColored(kTextWarn, "warning: %s", w.c_str());
     if (s.selected() != 0 && ImGui::Button("Select the recommended layout")) {
       s.select(0);
