@@ -178,6 +178,27 @@ TEST_CASE("nanotron on H100 (Ultra-Scale Playbook, pp = 1): rank-0 memory from p
   // (issue 13 asks for 90 % of all crashed rows: not reached, see the README).
   CHECK(crashed_alone == 57);
   CHECK(crashed_alone_not_fit * 10 >= crashed_alone * 8);
+  // 19 of the twins are the same runs again: the rows whose id ends in "-run2" repeat a layout (model, nodes, dp,
+  // tp, zero, micro-batch, accumulation) whose first run ran, every one of them crashed, and their first runs
+  // measured 34.8-69.8 GiB, under the 75.7 GiB usable: a rerun batch that failed, not memory. No memory model
+  // separates a run from itself, so 90 % of all 79 crashed rows cannot be predicted not to fit.
+  std::map<std::string, const Row*> by_id;
+  for (const Row& r : rows) by_id[r.id] = &r;
+  int reruns = 0;
+  double first_max = 0;
+  for (const Row& r : rows) {
+    const std::string tail = "-run2";
+    if (r.id.size() <= tail.size() || r.id.compare(r.id.size() - tail.size(), tail.size(), tail) != 0) continue;
+    ++reruns;
+    CHECK(r.status != "ran");
+    const auto first = by_id.find(r.id.substr(0, r.id.size() - tail.size()));
+    REQUIRE(first != by_id.end());
+    CHECK(first->second->status == "ran");
+    CHECK(twin_key(*first->second) == twin_key(r));
+    first_max = std::max(first_max, first->second->measured_gib);
+  }
+  CHECK(reruns == 19);
+  CHECK(first_max < 70.0);
 }
 
 // ---- Megatron-LM: its own memory regression tests ---------------------------
