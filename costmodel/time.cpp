@@ -736,9 +736,10 @@ double optimizer_step_time(const Spec& s, const Layout& l, double params) {
   const Profile& prof = profile(t.framework);
   const double wb = dtype_bytes(t.precision), gb = grad_reduce_bytes(prof, t);
   const double weights = t.precision == DType::kFp32 ? 2 * wb : wb;
+  // The update reads the shard's gradient once; the clip's norm reads it once more, or passes over every
+  // parameter's buffer where the framework clips the whole accumulator.
   const double clip = prof.time.clip_full_grad_bytes_per_param;
-  const double bytes = clip > 0 ? shard * (gb + 2 * t.optimizer_state_bytes + weights) + params * clip
-                                : shard * (2 * gb + 2 * t.optimizer_state_bytes + weights);
+  const double bytes = shard * (gb + 2 * t.optimizer_state_bytes + weights) + (clip > 0 ? params * clip : shard * gb);
   return bytes / (s.cluster.gpu.hbm_bandwidth_gbs * 1e9 * s.cluster.optimizer_eff());
 }
 

@@ -13,9 +13,9 @@
 #include "gui/model/inputs.hpp"
 #include "gui/model/layout_detail.hpp"
 #include "gui/model/planner_thread.hpp"
-#include "planner/plan_report.hpp"
 #include "gui/model/session.hpp"
 #include "gui/model/spec_writer.hpp"
+#include "planner/plan_report.hpp"
 #include "planner/spec_loader.hpp"
 
 using namespace paraplan;

@@ -53,16 +53,12 @@ void header(const LayoutDetail& d, const Candidate* c, int rank) {
                      bytes_text(double(m.peak_bytes)).c_str(), bytes_text(double(m.usable_bytes)).c_str(),
                      bytes_text(double(m.margin_bytes)).c_str());
   const std::int64_t held = m.heaviest().held_for_streams;
-  if (held > 0)
-    ImGui::TextColored(kTextDim,
-                       "on the device %s = reserved %s (allocated %s) - %s held for the NCCL stream (a failed "
-                       "allocation frees it first) + outside the allocator",
-                       bytes_text(double(m.device_bytes)).c_str(), bytes_text(double(m.reserved_bytes)).c_str(),
-                       bytes_text(double(m.allocated_bytes)).c_str(), bytes_text(double(held)).c_str());
-  else
-    ImGui::TextColored(kTextDim, "on the device %s = reserved %s (allocated %s) + outside the allocator",
-                       bytes_text(double(m.device_bytes)).c_str(), bytes_text(double(m.reserved_bytes)).c_str(),
-                       bytes_text(double(m.allocated_bytes)).c_str());
+  const std::string held_part =
+      held > 0 ? fmt::format(" - {} held for the NCCL stream (a failed allocation frees it first)", bytes_text(double(held)))
+               : std::string();
+  ImGui::TextColored(kTextDim, "on the device %s = reserved %s (allocated %s)%s + outside the allocator",
+                     bytes_text(double(m.device_bytes)).c_str(), bytes_text(double(m.reserved_bytes)).c_str(),
+                     bytes_text(double(m.allocated_bytes)).c_str(), held_part.c_str());
   const StepTime& t = d.time;
   ImGui::Text("step %.3f s, %.0f tokens/s, %.1f TFLOP/s per GPU, MFU %.1f%%, %d micro-batches", t.step_s, t.tokens_per_s,
               t.tflops_per_gpu, 100 * t.mfu, t.microbatches);
