@@ -276,6 +276,14 @@ struct Training {
   // Megatron --tp-comm-overlap (Transformer Engine userbuffers, needs SP):
   // every TP all-gather and reduce-scatter pipelined with the GEMM beside it.
   bool tp_comm_overlap = false;
+  // Without SP, the column-parallel linear's input-gradient all-reduce runs
+  // beside its weight-gradient GEMM (async, the framework's TimeVariant::
+  // tp_backward_overlap). false: in line, after the input-gradient GEMM, as
+  // Megatron-LM ran it until the async all-reduce arrived (NVIDIA/Megatron-LM
+  // 3f652469, 2021-09-02; before it megatron/mpu/mappings.py:88-89 @de7dc40f,
+  // _CopyToModelParallelRegion.backward: _reduce(grad_output)) and with
+  // --no-async-tensor-model-parallel-allreduce until cf547dea (2023-11).
+  bool tp_async_allreduce = true;
   // The dtype the data-parallel gradient reduction moves, where the spec or the
   // framework's config sets it apart from the accumulation dtype (DeepSpeed
   // communication_data_type); otherwise the framework's rule (grad_reduce_bytes).

@@ -561,7 +561,7 @@ TpLayerComm tp_layer_comm(const Model& m, const Training& t, const Layout& l, co
   } else {
     const double ar = group_allreduce_time(c, g, bytes);
     r.forward_s = pairs * ar;
-    r.backward_s = exposed(pairs, ar, v.tp_backward_overlap ? f.col_wgrad : 0);
+    r.backward_s = exposed(pairs, ar, v.tp_backward_overlap && t.tp_async_allreduce ? f.col_wgrad : 0);
   }
   return r;
 }
@@ -1157,7 +1157,14 @@ StageMicrobatch stage_microbatch_with(const Spec& s, const Layout& l, int stage,
     return fmt::format("{:g} layers x (forward {:.3f} ms + backward {:.3f} ms) + {:g} recomputed forwards{}", layers,
                        tpc.forward_s * 1e3, tpc.backward_s * 1e3, recomputed,
                        t.tp_comm_overlap ? "; --tp-comm-overlap" : "");
-  }, tv.tp_backward);
+  }, l.sp || t.tp_async_allreduce
+         ? (t.framework == Framework::kMegatron && !t.transformer_engine
+                ? "NVIDIA/Megatron-LM@d98e8a64 megatron/core/tensor_parallel/layers.py:694-696 (input-gradient "
+                  "all_reduce async_op=True before the weight-gradient GEMM), :807-808 (waited after it)"
+                : tv.tp_backward)
+         : "NVIDIA/Megatron-LM@de7dc40f megatron/mpu/mappings.py:88-89 (_CopyToModelParallelRegion.backward: "
+           "_reduce(grad_output), in line; the async all-reduce from 3f652469, 2021-09-02, off with "
+           "--no-async-tensor-model-parallel-allreduce)");
   if (moe_layers > 0 || mtp_moe) {
     // Every MoE layer's dispatch and combine, forward and backward, + the
     // forward's again for each recomputed one (and the MTP modules' MoE layers).

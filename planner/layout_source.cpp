@@ -82,7 +82,7 @@ constexpr const char* kReadMegatronFlags[] = {
     "--recompute-activations", "--recompute-granularity", "--recompute-method", "--recompute-num-layers",
     "--recompute-modules",
     "--checkpoint-activations", "--checkpoint-num-layers", "--activations-checkpoint-method",
-    "--activations-checkpoint-num-layers", "--bf16", "--fp16", "--grad-reduce-in-bf16", "--attention-backend",
+    "--activations-checkpoint-num-layers", "--no-async-tensor-model-parallel-allreduce", "--bf16", "--fp16", "--grad-reduce-in-bf16", "--attention-backend",
     "--use-flash-attn", "--overlap-grad-reduce", "--overlap-param-gather", "--context-parallel-size", "--cp-comm-type",
     "--expert-model-parallel-size", "--expert-tensor-parallel-size", "--num-experts", "--moe-router-topk",
     "--moe-ffn-hidden-size", "--mtp-num-layers", "--transformer-impl", "--moe-grouped-gemm", "--microbatch-group-size-per-virtual-pipeline-stage", "--moe-router-force-load-balancing", "--moe-expert-capacity-factor", "--moe-pad-expert-input-to-capacity", "--fp8-format", "--fp8-param-gather", "--fp8-recipe", "--fp8-amax-history-len", "--num-layers", "--hidden-size",
@@ -149,7 +149,8 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
   const auto args = split_args(text);
   int vpp_layers = 0;
   bool embedding_in_split = false, loss_in_split = false;
-  bool full_granularity = false, method_given = false, num_layers_given = false, legacy_checkpoint = false;
+  bool full_granularity = false, method_given = false, num_layers_given = false, legacy_checkpoint = false,
+       legacy_method = false;
   bool grad_reduce_bf16 = false, overlap_grad_reduce = false, fp8_param_gather = false, tp_comm_overlap = false,
        overlap_param_gather = false;
   bool megatron_fsdp = false, local_impl = false, attention_given = false;
@@ -221,6 +222,7 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
       else if (v == "block") d.l.recompute_method = RecomputeMethod::kBlock;
       else fail(src, flag, "expected uniform or block, got '" + v + "'");
       d.set.recompute_method = method_given = true;
+      legacy_method |= flag == "--activations-checkpoint-method";
     } else if (flag == "--recompute-num-layers" || flag == "--activations-checkpoint-num-layers" ||
                flag == "--checkpoint-num-layers") {
       d.l.recompute_layers = capped_int(src, flag, val(), kMaxLayers);
@@ -274,6 +276,7 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
     else if (flag == "--no-gradient-accumulation-fusion") spec->training.gradient_accumulation_fusion = false;
     else if (flag == "--cross-entropy-loss-fusion") spec->training.cross_entropy_fusion = true;
     else if (flag == "--tp-comm-overlap") tp_comm_overlap = true;
+    else if (flag == "--no-async-tensor-model-parallel-allreduce") spec->training.tp_async_allreduce = false;
     else if (flag == "--use-megatron-fsdp") megatron_fsdp = true;
     else if (flag == "--data-parallel-sharding-strategy") {
       // NVIDIA/Megatron-LM@d98e8a64 arguments.py:3190-3192: what Megatron-FSDP shards.
@@ -380,6 +383,13 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
   if (fp8_param_gather) {
     if (!spec->training.fp8) fail(src, "--fp8-param-gather", "needs --fp8-format (FP8 training)");
     spec->training.fp8_param_gather = true;
+  }
+  if (legacy_method && !d.set.recompute) {
+    // Megatron-LM from c1e0689d (2021-08-10) to the recompute-* renaming (cfd2e216, 2022-04-28): the method alone
+    // turns on full recomputation, --activations-checkpoint-num-layers (default 1) layers a chunk
+    // (NVIDIA/Megatron-LM@c1e0689d megatron/arguments.py:411-423, model/transformer.py:678); the SC21
+    // scripts (examples/sc21/run_table_1.sh) give it so.
+    d.l.recompute = Recompute::kFull, d.set.recompute = true, legacy_checkpoint = true;
   }
   if (full_granularity && !legacy_checkpoint && (!method_given || !num_layers_given))
     fail(src, method_given ? "--recompute-num-layers" : "--recompute-method",

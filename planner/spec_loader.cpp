@@ -285,7 +285,7 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
                      "optimizer_state_bytes", "flash_attention", "grad_bucket_params",
                      "overlap_dp_comm", "overlap_param_gather", "framework", "fp8", "fp8_param_gather", "pipeline_scatter_gather",
                      "gradient_accumulation_fusion", "cross_entropy_fusion", "tp_comm_overlap", "grad_reduce_dtype", "moe_load_imbalance", "moe_capacity_factor",
-                     "moe_pad_to_capacity", "mtp", "moe_grouped_gemm", "transformer_impl"});
+                     "moe_pad_to_capacity", "mtp", "moe_grouped_gemm", "transformer_impl", "tp_async_allreduce"});
   t->framework = Framework(r.opt_choice("framework", int(Framework::kMegatron),
                                         {"megatron", "deepspeed", "fsdp", "nanotron", "paraplan"}));
   t->seq_length_given = r.has("seq_length");
@@ -323,6 +323,7 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
   t->gradient_accumulation_fusion = r.opt_bool("gradient_accumulation_fusion", true);
   t->cross_entropy_fusion = r.opt_bool("cross_entropy_fusion", false);
   t->tp_comm_overlap = r.opt_bool("tp_comm_overlap", false);
+  t->tp_async_allreduce = r.opt_bool("tp_async_allreduce", true);
   t->moe_load_imbalance = r.opt_number("moe_load_imbalance", t->moe_load_imbalance, 1.0, 64.0, true);
   t->moe_capacity_factor = r.opt_number("moe_capacity_factor", 0.0, 0.0, 64.0, true);
   t->moe_pad_to_capacity = r.opt_bool("moe_pad_to_capacity", false);

@@ -799,6 +799,9 @@ TEST_CASE("Megatron-LM arguments give the same report as the equivalent --layout
        "--recompute-num-layers 4 --overlap-grad-reduce",
        "pp=4,recompute=full,recompute_method=block,recompute_layers=4"},
       {"--pipeline-model-parallel-size 2 --checkpoint-activations --overlap-grad-reduce", "pp=2,recompute=full"},
+      // Megatron-LM 2021-08 to 2022-04 (c1e0689d): the method alone turns on full recomputation.
+      {"--pipeline-model-parallel-size 2 --activations-checkpoint-method uniform --overlap-grad-reduce",
+       "pp=2,recompute=full"},
   };
   for (const Equiv& c : cases) {
     INFO(c.megatron << "  vs  " << c.layout);
@@ -815,6 +818,15 @@ TEST_CASE("Megatron-LM arguments give the same report as the equivalent --layout
   const json over = run_json({}, {"check", kLlama2Example, "--format", "json", "--layout", "tp=2,pp=1,zero=1,mbs=1"});
   CHECK(sync.at("peak_memory_bytes") == over.at("peak_memory_bytes"));
   CHECK(sync.at("time").at("dp_comm_s").get<double>() > over.at("time").at("dp_comm_s").get<double>());
+  // --no-async-tensor-model-parallel-allreduce (Megatron-LM 2021-09 to 2023-11): the input-gradient all-reduce in
+  // line after its GEMM instead of beside the weight gradient; the same memory, more exposed TP time.
+  const json in_line = run_json({}, {"check", kLlama2Example, "--format", "json", "--megatron-args",
+                                     "--tensor-model-parallel-size 2 --micro-batch-size 1 --overlap-grad-reduce "
+                                     "--no-async-tensor-model-parallel-allreduce"});
+  const json async = run_json({}, {"check", kLlama2Example, "--format", "json", "--megatron-args",
+                                   "--tensor-model-parallel-size 2 --micro-batch-size 1 --overlap-grad-reduce"});
+  CHECK(in_line.at("peak_memory_bytes") == async.at("peak_memory_bytes"));
+  CHECK(in_line.at("time").at("tp_comm_s").get<double>() > async.at("time").at("tp_comm_s").get<double>());
 }
 
 TEST_CASE("a DeepSpeed config sets ZeRO stage and micro-batch", "[cli][deepspeed]") {

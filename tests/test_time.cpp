@@ -733,6 +733,11 @@ TEST_CASE("TP collectives overlap where the framework overlaps them (issue 15)",
   s.training.framework = Framework::kMegatron;
   const double overlapped = stage_microbatch_time(s, l, 0).tp_comm_s;
   CHECK(in_line - overlapped == Approx(32 * 2 * ar * (1 - 16.0 / 116)).epsilon(1e-9));
+  // Megatron before its async all-reduce (3f652469, 2021-09-02; later --no-async-tensor-model-parallel-allreduce)
+  // reduced the input gradient in line (mappings.py _CopyToModelParallelRegion.backward): all 4 per layer again.
+  s.training.tp_async_allreduce = false;
+  CHECK(stage_microbatch_time(s, l, 0).tp_comm_s == Approx(in_line).epsilon(1e-12));
+  s.training.tp_async_allreduce = true;
   // With SP Megatron also re-gathers the saved input shard for the weight
   // gradient (beside the input-gradient GEMM): 2 more all-gathers per layer,
   // mostly hidden, and the backward reduce-scatters hide behind the weight
