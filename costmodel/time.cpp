@@ -1052,7 +1052,9 @@ StageMicrobatch stage_microbatch_with(const Spec& s, const Layout& l, int stage,
                                                double(l.mbs) * m.num_attention_heads / l.tp, c.gpu.sm_count)
                                  : std::string())
                : fmt::format("{:g} layers x {:.3f} ms x 3: QK^T, softmax, attention.V unfused", layers, f.core * 1e3);
-  }, c.gpu.flash_attention.n > 0 && c.attention_efficiency <= 0 ? "cluster gpu.flash_attention_tflops" : "");
+  }, t.flash_attention ? (table_attention(c) ? "cluster gpu.flash_attention_tflops" : "")
+                       : "QK^T and attention.V as batched GEMMs at gemm_efficiency; the fused scale-mask-softmax and the "
+                         "attention dropout read and write the b·heads·s² scores (Korthikanti et al. 2022 §4.1)");
   const double mem = f.total - f.core - f.linear;
   sink.add("memory-bound ops", layers * (mem + f.memory_backward), [&] {
     const StridedBytes sb = layer_strided_bytes(m, t, l, LayerKind::kDense);
