@@ -1137,8 +1137,9 @@ StageMicrobatch stage_microbatch_with(const Spec& s, const Layout& l, int stage,
   }
   // Gradient accumulation as its own pass after the backward (nanotron's fp32
   // accumulator), over the stage's parameters.
+  const double unfused = tv.unfused_grad_accum_bytes_per_param ? tv.unfused_grad_accum_bytes_per_param(t) : 0.0;
   const double accum = t.gradient_accumulation_fusion ? tv.grad_accum_bytes_per_param
-                                                      : std::max(tv.grad_accum_bytes_per_param, tv.unfused_grad_accum_bytes_per_param);
+                                                      : std::max(tv.grad_accum_bytes_per_param, unfused);
   if (accum > 0) {
     const double a = memory_bound_time(accum * r.params, c);
     r.backward_s += a;

@@ -1076,8 +1076,10 @@ TEST_CASE("Megatron-LM's SC21 weak-scaling table on A100 (Narayanan et al. 2021 
         p.layers_per_virtual_stage ? fmt::format(" --num-layers-per-virtual-pipeline-stage {}", p.layers_per_virtual_stage)
                                    : "");
     Layout l = layout_from_sources(&spec, "megatron-sc21", req);
-    // Gradients in fp16, reduced in fp16; overlapped by torch DDP only.
+    // Gradients in fp16, reduced in fp16; overlapped by torch DDP only. No gradient-accumulation fusion yet
+    // (83b1e42f, 2022-02): autograd adds every micro-batch's gradient into param.grad (6 B per parameter).
     spec.training.grad_dtype = DType::kFp16;
+    spec.training.gradient_accumulation_fusion = false;
     spec.training.overlap_dp_comm = p.torch_ddp;
     if (p.torch_ddp) spec.training.grad_bucket_params = 25 * 1024 * 1024 / 2, spec.training.grad_bucket_params_given = true;
     REQUIRE(!resolve_layout(spec, &l));
@@ -1094,13 +1096,14 @@ TEST_CASE("Megatron-LM's SC21 weak-scaling table on A100 (Narayanan et al. 2021 
     sum_abs += std::abs(e);
     WARN(p.name << " (" << to_string(l) << ", " << p.gpus << " GPUs): step predicted " << predicted_s
                 << " s, published " << measured_s << " s; throughput " << 100 * e << "%");
-    // Where paraplan stands: 1.7B +4.4%, 3.6B +4.1%, 7.5B +2.5%, 18B +2.8%, 39B -0.2%, 76B +7.9%, 145B +3.2%,
-    // 310B +5.4%, 530B +5.1%, 1T +1.2%; mean 3.7% (the backward's TP all-reduces beside the weight gradient, as
-    // today's Megatron runs them, would make it 6.1%). Not priced: autograd's fp16 accumulation into param.grad
-    // after every micro-batch but the first (read 2 + 2 B, write 2 B per parameter, ~1-2% where there are 28-512
-    // micro-batches) and local DDP's coalescing copies. These bounds catch a regression.
-    CHECK(e > -0.03);
-    CHECK(e < 0.10);
+    // Where paraplan stands: 1.7B +4.2%, 3.6B +3.9%, 7.5B +2.3%, 18B +2.4%, 39B -1.0%, 76B +6.0%, 145B +1.3%,
+    // 310B +1.4%, 530B +0.9%, 1T -3.1%; mean 2.7% (3.7% without the gradient accumulation pass, 2-4% of the step
+    // where there are 144-512 micro-batches; 6.1% with the backward's TP all-reduces beside the weight gradient,
+    // as today's Megatron runs them). Counted once too many: the first micro-batch's gradient, which autograd
+    // takes as param.grad without a pass (1/m of the term). Not priced: local DDP's coalescing copies around its
+    // one fp16 all-reduce. These bounds catch a regression.
+    CHECK(e > -0.05);
+    CHECK(e < 0.09);
   }
   WARN("Megatron SC21 table (A100): mean |error| of throughput " << 100 * sum_abs / std::size(rows) << "% over "
                                                                   << std::size(rows) << " rows");

@@ -1168,3 +1168,29 @@ TEST_CASE("nanotron's strided copies and unfused GLU: PyTorch's unvectorized rat
   CHECK(mb == Approx(16 * 3 * (4 + 6 + 4 + 3 * 4) * A / (3350e9 * 0.8)).epsilon(1e-9));
 }
 
+
+TEST_CASE("Megatron without gradient-accumulation fusion: a pass adds each gradient into main_grad (issue 15)",
+          "[time][frameworks]") {
+  // distributed_data_parallel.py:578: param.main_grad.add_(param.grad) after every micro-batch's weight gradients:
+  // read the bf16 gradient (2 B) and main_grad, write main_grad. fp32 main_grad (the default): 2 + 4 + 4 = 10 B per
+  // parameter; --grad-reduce-in-bf16: 2 + 2 + 2 = 6 B; with the fusion the GEMM accumulates: no pass. Llama-2-7B on one
+  // H100 rank (tp 8 would change nothing here but the parameters): all 6,738,415,616 parameters of the stage.
+  Spec s = spec(1, 8, 1);
+  s.training.framework = Framework::kMegatron;
+  const Layout l = resolved(s, "dp=1,tp=1,pp=1,mbs=1");
+  auto accumulation = [&] {
+    for (const TimeTerm& t : stage_time_terms(s, l, 0))
+      if (t.name == "gradient accumulation") return t.seconds;
+    return 0.0;
+  };
+  CHECK(accumulation() == 0);
+  s.training.gradient_accumulation_fusion = false;
+  const double params = 6'738'415'616.0, rate = 3350e9 * s.cluster.hbm_efficiency;
+  CHECK(accumulation() == Approx(10 * params / rate).epsilon(1e-9));
+  s.training.grad_dtype = DType::kBf16;
+  s.training.grad_dtype_given = true;
+  CHECK(accumulation() == Approx(6 * params / rate).epsilon(1e-9));
+  // Megatron-LM 2021 (before 83b1e42f): fp16 gradients accumulated by autograd into param.grad, the same 6 B.
+  s.training.precision = s.training.grad_dtype = DType::kFp16;
+  CHECK(accumulation() == Approx(6 * params / rate).epsilon(1e-9));
+}

@@ -9,12 +9,14 @@ namespace {
 
 #define MCORE "NVIDIA/Megatron-LM@d98e8a64 "
 
+// The contiguous main_grad buffer is fp32 unless --grad-reduce-in-bf16
+// (grad_dtype: bf16 given in the spec).
+double main_grad_bytes(const Training& t) { return t.grad_dtype_given ? double(dtype_bytes(t.grad_dtype)) : 4.0; }
+
 void state(const Training& t, const Layout& l, StateBuffers* out) {
   const double w = dtype_bytes(t.precision);
-  // The contiguous main_grad buffer is fp32 unless --grad-reduce-in-bf16
-  // (grad_dtype: bf16 given in the spec); it is never sharded by the
-  // distributed optimizer, only by Megatron-FSDP (zero >= 2).
-  const double g = t.grad_dtype_given ? dtype_bytes(t.grad_dtype) : 4;
+  // main_grad is never sharded by the distributed optimizer, only by Megatron-FSDP (zero >= 2).
+  const double g = main_grad_bytes(t);
   out->add({Category::kWeights, l.zero >= 3 ? "parameters (Megatron-FSDP shard)" : "parameters", w, l.zero >= 3,
             MCORE "megatron/core/distributed/param_and_grad_buffer.py:1182-1189"});
   out->add({Category::kGradients, l.zero >= 2 ? "main_grad buffer (Megatron-FSDP shard)" : "main_grad buffer", g,
@@ -73,7 +75,7 @@ const Profile& megatron_profile() {
       "Megatron-FSDP (megatron/core/distributed/fsdp): not modelled beyond current + prefetched layer",
       nullptr,
       nullptr,
-      [](const Training& t) { return t.grad_dtype_given ? double(dtype_bytes(t.grad_dtype)) : 4.0; },
+      main_grad_bytes,
       MCORE "megatron/training/arguments.py:1213-1217 (fp32 accumulate and reduce unless --grad-reduce-in-bf16)",
       TimeVariant{8, 2,
                   MCORE "megatron/core/models/common/language_module/language_module.py:200 (unfused "
@@ -84,9 +86,13 @@ const Profile& megatron_profile() {
                   0,
                   MCORE "megatron/training/arguments.py:2944 (--no-gradient-accumulation-fusion: fusion on by default, "
                         "the weight-gradient GEMM accumulates into the fp32 main_grad; no separate pass)",
-                  2 + 4 + 4,
+                  [](const Training& t) { return dtype_bytes(t.precision) + 2 * main_grad_bytes(t); },
                   MCORE "megatron/core/distributed/distributed_data_parallel.py:578 (without the fusion, "
-                        "param.main_grad.add_(param.grad.data) after each weight gradient: read 2 + 4 B, write 4 B)",
+                        "param.main_grad.add_(param.grad.data) after each weight gradient: read the gradient and "
+                        "main_grad, write main_grad: 2 + 4 + 4 B, 2 + 2 + 2 with --grad-reduce-in-bf16); before the "
+                        "fusion (83b1e42f, 2022-02) autograd added each gradient to param.grad the same way "
+                        "(pytorch/pytorch@bc2c6eda torch/csrc/autograd/functions/accumulate_grad.h accumulateGrad: "
+                        "variable_grad += new_grad)",
                   true,
                   "NVIDIA/TransformerEngine@d0067d0d transformer_engine/pytorch/module/layernorm_linear.py:786-791 "
                   "(backward: gather_along_first_dim(ln_out, async_op=True) before the dgrad GEMM), :898-910 "

@@ -155,8 +155,9 @@ struct TimeVariant {
   double grad_accum_bytes_per_param = 0;
   Source grad_accum = "";
   // The same pass where the framework's fusion is switched off
-  // (Training::gradient_accumulation_fusion false).
-  double unfused_grad_accum_bytes_per_param = 0;
+  // (Training::gradient_accumulation_fusion false), bytes per parameter for
+  // the training's dtypes; nullptr: none.
+  double (*unfused_grad_accum_bytes_per_param)(const Training&) = nullptr;
   Source unfused_grad_accum = "";
   // Tensor parallelism in the backward of a column-parallel linear: with SP the
   // saved input shard is all-gathered again for the weight gradient, that
