@@ -151,6 +151,7 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
   bool embedding_in_split = false, loss_in_split = false;
   bool full_granularity = false, method_given = false, num_layers_given = false, legacy_checkpoint = false,
        legacy_method = false;
+  std::string method_flag = "--recompute-method", num_layers_flag = "--recompute-num-layers";
   bool grad_reduce_bf16 = false, overlap_grad_reduce = false, fp8_param_gather = false, tp_comm_overlap = false,
        overlap_param_gather = false;
   bool megatron_fsdp = false, local_impl = false, attention_given = false;
@@ -223,10 +224,12 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
       else fail(src, flag, "expected uniform or block, got '" + v + "'");
       d.set.recompute_method = method_given = true;
       legacy_method |= flag == "--activations-checkpoint-method";
+      method_flag = flag;
     } else if (flag == "--recompute-num-layers" || flag == "--activations-checkpoint-num-layers" ||
                flag == "--checkpoint-num-layers") {
       d.l.recompute_layers = capped_int(src, flag, val(), kMaxLayers);
       d.set.recompute_layers = num_layers_given = true;
+      num_layers_flag = flag;
     } else if (flag == "--recompute-modules") {
       // nargs='+': every following token that is not a flag. Selective
       // recompute as modelled re-runs the attention core ("core_attn", the
@@ -396,7 +399,7 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
          "--recompute-granularity full needs --recompute-method uniform|block and --recompute-num-layers N "
          "(Megatron-LM transformer_config.py:1908-1925 refuses it without them)");
   if ((method_given || num_layers_given) && d.l.recompute != Recompute::kFull)
-    fail(src, method_given ? "--recompute-method" : "--recompute-num-layers",
+    fail(src, method_given ? method_flag : num_layers_flag,
          "applies to --recompute-granularity full only (Megatron-LM transformer_config.py:1926-1929, arguments.py:1425-1428)");
   // Layers the split counts: the embedding and/or the loss count as one layer
   // each with --account-for-embedding/loss-in-pipeline-split
