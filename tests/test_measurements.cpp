@@ -1109,3 +1109,56 @@ TEST_CASE("Megatron-LM's SC21 weak-scaling table on A100 (Narayanan et al. 2021 
                                                                   << std::size(rows) << " rows");
   CHECK(sum_abs / std::size(rows) < 0.05);
 }
+
+TEST_CASE("BLOOM-176B on 384 A100s (Megatron-DeepSpeed, BigScience's training log): step time", "[measurements][deepspeed]") {
+  // bigscience-workshop/bigscience@9e64edec train/tr11-176B-ml: the run's own script tr11-176B-ml.slurm (TP 4, PP 12,
+  // micro-batch 2, global batch 2048, 70 layers of hidden 14336 and 112 heads, seq 2048, bf16, --checkpoint-activations,
+  // --pp-partition-method 'type:transformer|embedding', --pad-vocab-size-to 250880, ALiBi, --embed-layernorm; the
+  // DeepSpeed config it writes, tests/data/measurements/bloom-176b-ds_config.json: ZeRO stage 0 with bf16, i.e.
+  // DeepSpeed's BF16_Optimizer, its own ZeRO-1) on 48 nodes of 8 A100 80GB (README.md:41-47: "4 OmniPath links",
+  // Omni-Path between nodes), and its logged iteration times at global batch 2048 on those 48 nodes: 105.22 s
+  // (chronicles.md:45, iteration 12,695), 106.46 s (chronicles.md:202, iteration 31,214), 104.70 s (README.md:661-663,
+  // iteration 85,376). The partition counts the two embeddings as units: 72 / 12 = 6 a stage, the first and the last
+  // five layers. Read as paraplan can: ALiBi as learned positions (0.02 % more parameters, one add on the first
+  // stage; ALiBi's bias is the input of the scores' baddbmm, no pass of its own), the embedding LayerNorm left out
+  // (one norm on the first stage), Megatron's own layers with the fused masked softmax (no flash attention in
+  // Megatron-DeepSpeed then), the TP input gradient all-reduced in line (its 2021 Megatron base). The nodes: DGX
+  // A100-like (NVSwitch assumed: the README's "NVLink 4 inter-gpu connects" does not say) with 4 x 100 Gb/s
+  // Omni-Path links instead of 8 x 200 Gb/s HDR.
+  Model m = megatron_gpt("bloom-176b", 112, 14336, 70, 250880, 2048, true);
+  m.hidden_dropout = m.attention_dropout = 0;  // BLOOM trained without dropout (its config.json: 0.0)
+  Spec s;
+  s.model = m;
+  s.cluster = test::cluster("dgx-a100-80gb");
+  s.cluster.inter_node.nics_per_node = 4;
+  s.cluster.inter_node.nic_gbps = 100;
+  s.cluster.inter_node.bandwidth_gbs = 4 * 100 / 8.0 / 8;  // 6.25 GB/s per GPU per direction
+  s.num_nodes = 48;
+  s.training.seq_length = 2048;
+  s.training.global_batch_size = 2048;
+  s.training.transformer_engine = false;
+  s.training.flash_attention = false;
+  s.training.framework = Framework::kDeepSpeed;  // what the CLI takes for a DeepSpeed config with Megatron arguments
+  LayoutRequest req;
+  req.megatron_args =
+      "--tensor-model-parallel-size 4 --pipeline-model-parallel-size 12 --micro-batch-size 2 --global-batch-size 2048 "
+      "--seq-length 2048 --bf16 --checkpoint-activations --account-for-embedding-in-pipeline-split "
+      "--account-for-loss-in-pipeline-split --no-async-tensor-model-parallel-allreduce";
+  req.deepspeed_config = test::repo("tests/data/measurements/bloom-176b-ds_config.json");
+  const Layout l = layout_from_sources(&s, "bloom-176b", req);
+  INFO("layout " << to_string(l));
+  REQUIRE(l.dp == 8);
+  REQUIRE(l.recompute == Recompute::kFull);
+  StageSplit split;
+  REQUIRE(stage_split(m.num_layers, l, &split));
+  CHECK((split.first == 5 && split.middle == 6 && split.last == 5));
+  CHECK(estimate_memory(s, l).fits);  // it ran
+  const double measured_s = 105.22, predicted_s = estimate_time(s, l).step_s, e = predicted_s / measured_s - 1;
+  WARN("BLOOM-176B, 384 A100s: step predicted " << predicted_s << " s, logged " << measured_s << " s (" << 100 * e
+                                                 << "%)");
+  // Where paraplan stands: -12.6 % (optimistic, as on the H100 runs), at a predicted 54.7 % of peak in the FLOPs the
+  // GPUs run where the log's 149 TFLOP/s is 47.8 %. Not separable from here: the DeepSpeed pipeline engine's own
+  // schedule and sends, the nodes' NVLink topology, PyTorch 1.11's kernels. The bound catches a regression.
+  CHECK(e < 0);
+  CHECK(e > -0.18);
+}
