@@ -183,6 +183,13 @@ struct Cluster {
   // (TimeVariant::strided_layer_ops); 0: hbm_efficiency.
   double strided_hbm_efficiency = 0;
   double strided_hbm_eff() const { return strided_hbm_efficiency > 0 ? strided_hbm_efficiency : hbm_efficiency; }
+  // Flash attention with attention dropout (p > 0) over the same kernel
+  // without: the dropout mask drawn from Philox inside the kernel, forward
+  // and backward. MEASURED on an H100 80GB HBM3 (FlashAttention-2 through
+  // PyTorch 2.11's SDPA, causal [2, 8, 8192, 128], dropout 0.1: 4.082 ms
+  // against 3.521 ms, tests/data/measurements/h100-attention-variants.csv);
+  // other GPUs: the same ratio (JUDGEMENT) unless the cluster gives its own.
+  double flash_dropout_slowdown = 4.0816950 / 3.5209899;
   // Of peak for the attention core's matrix products (QK^T, PV and their
   // gradients, fused as flash attention or not), which run below large GEMMs
   // (FlashAttention-2 reports 50-73% of peak on A100, Dao 2023). 0: the same

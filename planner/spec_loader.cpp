@@ -187,7 +187,7 @@ Cluster cluster_from_yaml(const YAML::Node& node, const std::string& file,
                     {"name", "source", "gpu", "gpus_per_node", "intra_node", "inter_node",
                      "runtime_overhead_gib", "fragmentation", "gemm_efficiency", "gemm_k_overhead", "gemm_fixed_us",
                      "gemm_efficiency_fp8",
-                     "hbm_efficiency", "strided_hbm_efficiency", "attention_efficiency", "optimizer_efficiency", "best_published_mfu",
+                     "hbm_efficiency", "strided_hbm_efficiency", "flash_attention_dropout_slowdown", "attention_efficiency", "optimizer_efficiency", "best_published_mfu",
                      "best_published_mfu_fp8",
                      "cuda_context_gib", "cublas_workspace_mib", "te_cublas_workspace_mib", "nccl_comm_mib"});
   Cluster c;
@@ -251,6 +251,8 @@ Cluster cluster_from_yaml(const YAML::Node& node, const std::string& file,
   c.hbm_efficiency = r.opt_number("hbm_efficiency", c.hbm_efficiency, 1e-6, 1.0, true);
   if (r.has("strided_hbm_efficiency"))
     c.strided_hbm_efficiency = r.get_number("strided_hbm_efficiency", 1e-6, 1.0, true);
+  c.flash_dropout_slowdown =
+      r.opt_number("flash_attention_dropout_slowdown", c.flash_dropout_slowdown, 1.0, 10.0, true);
   if (r.has("attention_efficiency")) c.attention_efficiency = r.get_number("attention_efficiency", 1e-6, 1.0, true);
   if (r.has("optimizer_efficiency")) c.optimizer_efficiency = r.get_number("optimizer_efficiency", 1e-6, 1.0, true);
   if (r.has("best_published_mfu")) c.best_published_mfu = r.get_number("best_published_mfu", 1e-6, 1.0, true);

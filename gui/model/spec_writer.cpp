@@ -87,6 +87,7 @@ void cluster_map(YAML::Emitter& e, const Cluster& c) {
   e << YAML::Key << "hbm_efficiency" << YAML::Value << c.hbm_efficiency;
   if (c.strided_hbm_efficiency > 0)
     e << YAML::Key << "strided_hbm_efficiency" << YAML::Value << c.strided_hbm_efficiency;
+  e << YAML::Key << "flash_attention_dropout_slowdown" << YAML::Value << c.flash_dropout_slowdown;
   if (c.attention_efficiency > 0) e << YAML::Key << "attention_efficiency" << YAML::Value << c.attention_efficiency;
   if (c.optimizer_efficiency > 0) e << YAML::Key << "optimizer_efficiency" << YAML::Value << c.optimizer_efficiency;
   if (c.best_published_mfu > 0) e << YAML::Key << "best_published_mfu" << YAML::Value << c.best_published_mfu;
