@@ -190,6 +190,11 @@ struct Cluster {
   // against 3.521 ms, tests/data/measurements/h100-attention-variants.csv);
   // other GPUs: the same ratio (JUDGEMENT) unless the cluster gives its own.
   double flash_dropout_slowdown = 4.0816950 / 3.5209899;
+  // The same kernel with deterministic algorithms (Training::deterministic):
+  // FlashAttention-2's backward accumulates dQ in a fixed order. MEASURED on
+  // the same H100 and shape: 3.636 ms against 3.521 ms (with dropout 0.1:
+  // 4.199 against 4.082, the same 3 %); other GPUs the same ratio (JUDGEMENT).
+  double flash_deterministic_slowdown = 3.6357954 / 3.5209899;
   // Of peak for the attention core's matrix products (QK^T, PV and their
   // gradients, fused as flash attention or not), which run below large GEMMs
   // (FlashAttention-2 reports 50-73% of peak on A100, Dao 2023). 0: the same
@@ -291,6 +296,12 @@ struct Training {
   // _CopyToModelParallelRegion.backward: _reduce(grad_output)) and with
   // --no-async-tensor-model-parallel-allreduce until cf547dea (2023-11).
   bool tp_async_allreduce = true;
+  // Deterministic algorithms (Megatron --deterministic-mode:
+  // torch.use_deterministic_algorithms(True), NVTE_ALLOW_NONDETERMINISTIC_ALGO=0,
+  // NVIDIA/Megatron-LM@d98e8a64 megatron/training/determinism.py): flash
+  // attention's backward in its deterministic variant
+  // (Cluster::flash_deterministic_slowdown).
+  bool deterministic = false;
   // The dtype the data-parallel gradient reduction moves, where the spec or the
   // framework's config sets it apart from the accumulation dtype (DeepSpeed
   // communication_data_type); otherwise the framework's rule (grad_reduce_bytes).

@@ -329,7 +329,8 @@ double flash_attention_time(const LayerGemms& g, const Model& m, const Training&
                               : 2 * double(m.q_width() + m.kv_width()) / l.tp;
   const double bytes = tokens(t, l) * (qkvo + (l.cp - 1) * kvw / l.tp) * act_bytes(t);
   const double dropout = m.attention_dropout > 0 ? c.flash_dropout_slowdown : 1.0;
-  return dropout * std::max(flops / flash_attention_rate(m, t, l, c), memory_bound_time(bytes, c));
+  const double deterministic = t.deterministic ? c.flash_deterministic_slowdown : 1.0;
+  return dropout * deterministic * std::max(flops / flash_attention_rate(m, t, l, c), memory_bound_time(bytes, c));
 }
 
 // Transformer Engine's FP8 casts around one linear layer (delayed scaling, the
@@ -1044,7 +1045,7 @@ StageMicrobatch stage_microbatch_with(const Spec& s, const Layout& l, int stage,
   sink.add("attention core", layers * (f.core + core_b), [&] {
     return t.flash_attention
                ? fmt::format("{:g} layers x {:.3f} ms x 3.5 (forward + backward): flash attention at {:.0f} TFLOP/s on the "
-                             "full s^2 count (s {}, head dim {}){}{}",
+                             "full s^2 count (s {}, head dim {}){}{}{}",
                              layers, f.core * 1e3, flash_attention_rate(m, t, l, c) / 1e12, t.seq_length / l.cp,
                              attention_head_dim(m),
                              table_attention(c)
@@ -1055,6 +1056,10 @@ StageMicrobatch stage_microbatch_with(const Spec& s, const Layout& l, int stage,
                              m.attention_dropout > 0
                                  ? fmt::format(", x {:.3f} for attention dropout {:g} (flash_attention_dropout_slowdown)",
                                                c.flash_dropout_slowdown, m.attention_dropout)
+                                 : std::string(),
+                             t.deterministic
+                                 ? fmt::format(", x {:.3f} deterministic (flash_attention_deterministic_slowdown)",
+                                               c.flash_deterministic_slowdown)
                                  : std::string())
                : fmt::format("{:g} layers x {:.3f} ms x 3: QK^T, softmax, attention.V unfused", layers, f.core * 1e3);
   }, t.flash_attention ? (table_attention(c) ? "cluster gpu.flash_attention_tflops" : "")

@@ -187,7 +187,7 @@ Cluster cluster_from_yaml(const YAML::Node& node, const std::string& file,
                     {"name", "source", "gpu", "gpus_per_node", "intra_node", "inter_node",
                      "runtime_overhead_gib", "fragmentation", "gemm_efficiency", "gemm_k_overhead", "gemm_fixed_us",
                      "gemm_efficiency_fp8",
-                     "hbm_efficiency", "strided_hbm_efficiency", "flash_attention_dropout_slowdown", "attention_efficiency", "optimizer_efficiency", "best_published_mfu",
+                     "hbm_efficiency", "strided_hbm_efficiency", "flash_attention_dropout_slowdown", "flash_attention_deterministic_slowdown", "attention_efficiency", "optimizer_efficiency", "best_published_mfu",
                      "best_published_mfu_fp8",
                      "cuda_context_gib", "cublas_workspace_mib", "te_cublas_workspace_mib", "nccl_comm_mib"});
   Cluster c;
@@ -253,6 +253,8 @@ Cluster cluster_from_yaml(const YAML::Node& node, const std::string& file,
     c.strided_hbm_efficiency = r.get_number("strided_hbm_efficiency", 1e-6, 1.0, true);
   c.flash_dropout_slowdown =
       r.opt_number("flash_attention_dropout_slowdown", c.flash_dropout_slowdown, 1.0, 10.0, true);
+  c.flash_deterministic_slowdown =
+      r.opt_number("flash_attention_deterministic_slowdown", c.flash_deterministic_slowdown, 1.0, 10.0, true);
   if (r.has("attention_efficiency")) c.attention_efficiency = r.get_number("attention_efficiency", 1e-6, 1.0, true);
   if (r.has("optimizer_efficiency")) c.optimizer_efficiency = r.get_number("optimizer_efficiency", 1e-6, 1.0, true);
   if (r.has("best_published_mfu")) c.best_published_mfu = r.get_number("best_published_mfu", 1e-6, 1.0, true);
@@ -287,7 +289,7 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
                      "optimizer_state_bytes", "flash_attention", "grad_bucket_params",
                      "overlap_dp_comm", "overlap_param_gather", "framework", "fp8", "fp8_param_gather", "pipeline_scatter_gather",
                      "gradient_accumulation_fusion", "cross_entropy_fusion", "tp_comm_overlap", "grad_reduce_dtype", "moe_load_imbalance", "moe_capacity_factor",
-                     "moe_pad_to_capacity", "mtp", "moe_grouped_gemm", "transformer_impl", "tp_async_allreduce"});
+                     "moe_pad_to_capacity", "mtp", "moe_grouped_gemm", "transformer_impl", "tp_async_allreduce", "deterministic"});
   t->framework = Framework(r.opt_choice("framework", int(Framework::kMegatron),
                                         {"megatron", "deepspeed", "fsdp", "nanotron", "paraplan"}));
   t->seq_length_given = r.has("seq_length");
@@ -326,6 +328,7 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
   t->cross_entropy_fusion = r.opt_bool("cross_entropy_fusion", false);
   t->tp_comm_overlap = r.opt_bool("tp_comm_overlap", false);
   t->tp_async_allreduce = r.opt_bool("tp_async_allreduce", true);
+  t->deterministic = r.opt_bool("deterministic", false);
   t->moe_load_imbalance = r.opt_number("moe_load_imbalance", t->moe_load_imbalance, 1.0, 64.0, true);
   t->moe_capacity_factor = r.opt_number("moe_capacity_factor", 0.0, 0.0, 64.0, true);
   t->moe_pad_to_capacity = r.opt_bool("moe_pad_to_capacity", false);

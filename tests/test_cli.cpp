@@ -271,6 +271,9 @@ TEST_CASE("malformed YAML specs: one line naming file, line and field, exit 2", 
       {"flash_attention_dropout_slowdown 0.5",
        base_edit("cluster.yaml", "fragmentation: 0.05", "fragmentation: 0.05\nflash_attention_dropout_slowdown: 0.5"),
        kCheck, 2, {"@DIR@/cluster.yaml:16: flash_attention_dropout_slowdown: ", "expected a number in [1, 10], got 0.5"}},
+      {"flash_attention_deterministic_slowdown x",
+       base_edit("cluster.yaml", "fragmentation: 0.05", "fragmentation: 0.05\nflash_attention_deterministic_slowdown: x"),
+       kCheck, 2, {"@DIR@/cluster.yaml:16: flash_attention_deterministic_slowdown: ", "expected a number, got 'x'"}},
       {"strided_hbm_efficiency 1.5", base_edit("cluster.yaml", "fragmentation: 0.05", "fragmentation: 0.05\nstrided_hbm_efficiency: 1.5"),
        kCheck, 2, {"@DIR@/cluster.yaml:16: strided_hbm_efficiency: ", "got 1.5"}},
       {"fragmentation 1", base_edit("cluster.yaml", "fragmentation: 0.05", "fragmentation: 1"),
@@ -836,6 +839,12 @@ TEST_CASE("Megatron-LM arguments give the same report as the equivalent --layout
                                    "--tensor-model-parallel-size 2 --micro-batch-size 1 --overlap-grad-reduce"});
   CHECK(in_line.at("peak_memory_bytes") == async.at("peak_memory_bytes"));
   CHECK(in_line.at("time").at("tp_comm_s").get<double>() > async.at("time").at("tp_comm_s").get<double>());
+  // --deterministic-mode: flash attention's deterministic backward, a little more compute.
+  const json det = run_json({}, {"check", kLlama2Example, "--format", "json", "--megatron-args",
+                                 "--tensor-model-parallel-size 2 --micro-batch-size 1 --overlap-grad-reduce "
+                                 "--deterministic-mode"});
+  CHECK(det.at("peak_memory_bytes") == async.at("peak_memory_bytes"));
+  CHECK(det.at("time").at("compute_s").get<double>() > async.at("time").at("compute_s").get<double>());
 }
 
 TEST_CASE("a DeepSpeed config sets ZeRO stage and micro-batch", "[cli][deepspeed]") {

@@ -88,6 +88,7 @@ void cluster_map(YAML::Emitter& e, const Cluster& c) {
   if (c.strided_hbm_efficiency > 0)
     e << YAML::Key << "strided_hbm_efficiency" << YAML::Value << c.strided_hbm_efficiency;
   e << YAML::Key << "flash_attention_dropout_slowdown" << YAML::Value << c.flash_dropout_slowdown;
+  e << YAML::Key << "flash_attention_deterministic_slowdown" << YAML::Value << c.flash_deterministic_slowdown;
   if (c.attention_efficiency > 0) e << YAML::Key << "attention_efficiency" << YAML::Value << c.attention_efficiency;
   if (c.optimizer_efficiency > 0) e << YAML::Key << "optimizer_efficiency" << YAML::Value << c.optimizer_efficiency;
   if (c.best_published_mfu > 0) e << YAML::Key << "best_published_mfu" << YAML::Value << c.best_published_mfu;
@@ -136,6 +137,8 @@ std::string spec_to_yaml(const Spec& s) {
   if (!t.gradient_accumulation_fusion) e << YAML::Key << "gradient_accumulation_fusion" << YAML::Value << false;
   if (t.cross_entropy_fusion) e << YAML::Key << "cross_entropy_fusion" << YAML::Value << true;
   if (t.tp_comm_overlap) e << YAML::Key << "tp_comm_overlap" << YAML::Value << true;
+  if (!t.tp_async_allreduce) e << YAML::Key << "tp_async_allreduce" << YAML::Value << false;
+  if (t.deterministic) e << YAML::Key << "deterministic" << YAML::Value << true;
   if (t.grad_reduce_dtype_given) e << YAML::Key << "grad_reduce_dtype" << YAML::Value << dtype_name(t.grad_reduce_dtype);
   e << YAML::EndMap;
   e << YAML::Key << "memory_headroom" << YAML::Value << s.memory_headroom;

@@ -122,6 +122,9 @@ TEST_CASE("the spec writer round-trips through the loader", "[inputs]") {
     a.cluster.optimizer_efficiency = 0.6;  // set, not the default (hbm_efficiency)
     a.cluster.strided_hbm_efficiency = 0.48;  // set, not the default (hbm_efficiency)
     a.cluster.flash_dropout_slowdown = 1.34;  // not the default
+    a.cluster.flash_deterministic_slowdown = 1.05;  // not the default
+    a.training.tp_async_allreduce = false;  // not the default
+    a.training.deterministic = true;  // not the default
     a.training.framework = Framework::kNanotron;  // not the default (megatron)
     const fs::path tmp = fs::temp_directory_path() / "paraplan-gui-roundtrip.yaml";
     std::ofstream(tmp) << spec_to_yaml(a);
@@ -149,6 +152,9 @@ TEST_CASE("the spec writer round-trips through the loader", "[inputs]") {
     CHECK(b.cluster.nccl_channels == a.cluster.nccl_channels);
     CHECK(b.cluster.strided_hbm_efficiency == a.cluster.strided_hbm_efficiency);
     CHECK(b.cluster.flash_dropout_slowdown == a.cluster.flash_dropout_slowdown);
+    CHECK(b.cluster.flash_deterministic_slowdown == a.cluster.flash_deterministic_slowdown);
+    CHECK(b.training.tp_async_allreduce == a.training.tp_async_allreduce);
+    CHECK(b.training.deterministic == a.training.deterministic);
     CHECK(b.training.optimizer_state_bytes == a.training.optimizer_state_bytes);
     CHECK(b.training.flash_attention == a.training.flash_attention);
     CHECK(b.training.overlap_dp_comm == a.training.overlap_dp_comm);
