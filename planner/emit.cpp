@@ -139,6 +139,8 @@ Emitted emit_launch(EmitTarget t, const Spec& s, const Layout& l) {
     o += tr.flash_attention ? " --attention-backend flash" : " --attention-backend unfused";
     if (!tr.gradient_accumulation_fusion) o += " --no-gradient-accumulation-fusion";
     if (tr.cross_entropy_fusion) o += " --cross-entropy-loss-fusion";
+    // Megatron refuses --deterministic-mode beside either fusion above (determinism.py:24).
+    if (tr.deterministic && !tr.cross_entropy_fusion && !(tr.tp_comm_overlap && l.sp)) o += " --deterministic-mode";
     e.text = o + "\n";
     e.notes.push_back(fmt::format("launch on {} GPUs: Megatron-LM derives dp = GPUs / (tp x pp x cp) = {}", gpus, l.dp));
     return e;

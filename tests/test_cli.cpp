@@ -443,6 +443,9 @@ TEST_CASE("malformed --megatron-args", "[cli][errors][megatron]") {
       {"a 2021 checkpoint layer count alone names its flag", b,
        check_with({"--megatron-args", "--activations-checkpoint-num-layers 2"}), 2,
        {"--megatron-args: --activations-checkpoint-num-layers: ", "applies to --recompute-granularity full only"}},
+      {"--deterministic-mode with a fusion Megatron refuses beside it", b,
+       check_with({"--megatron-args", "--deterministic-mode --cross-entropy-loss-fusion"}), 2,
+       {"--megatron-args: --deterministic-mode: ", "cannot be combined with --cross-entropy-loss-fusion"}},
       {"a recompute module that is not modelled", b,
        check_with({"--megatron-args", "--recompute-granularity selective --recompute-modules core_attn mlp"}), 2,
        {"--megatron-args: --recompute-modules: ", "only core_attn (the default) is modelled, got 'mlp'"}},
@@ -845,6 +848,13 @@ TEST_CASE("Megatron-LM arguments give the same report as the equivalent --layout
                                  "--deterministic-mode"});
   CHECK(det.at("peak_memory_bytes") == async.at("peak_memory_bytes"));
   CHECK(det.at("time").at("compute_s").get<double>() > async.at("time").at("compute_s").get<double>());
+  // ... and --emit megatron gives the flag back.
+  TempDir dir;
+  const Result emitted = run_paraplan({"explain", kLlama2Example, "--emit", "megatron", "--megatron-args",
+                                       "--tensor-model-parallel-size 2 --deterministic-mode"},
+                                      dir.path());
+  CHECK(emitted.code == 0);
+  CHECK(emitted.out.find(" --deterministic-mode") != std::string::npos);
 }
 
 TEST_CASE("a DeepSpeed config sets ZeRO stage and micro-batch", "[cli][deepspeed]") {
