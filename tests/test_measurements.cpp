@@ -350,8 +350,8 @@ TEST_CASE("Megatron-LM's MoE memory regression test: max_memory_allocated of the
   CHECK(std::abs(es) <= 0.07);
   // The same run's iteration-time (golden_values_dev_dgx_h100.json, median of steps 4-50: 1.0266 s; unfused
   // attention; NVTE_ALLOW_NONDETERMINISTIC_ALGO=0 but not --deterministic-mode): the time model is far too fast
-  // on this small MoE, whose 16 layers of h 1024 launch many small kernels (permutation, grouped GEMMs of 8 local experts,
-  // the router in fp32) that nothing prices yet.
+  // on this small MoE, whose 16 layers of h 1024 launch many small kernels (permutation, grouped GEMMs of 8 local
+  // experts, the router in fp32) that nothing prices yet.
   const double step = estimate_time(s, l).step_s, et = step / 1.0266 - 1;
   WARN("Megatron MoE CI step time: predicted " << step << " s vs 1.0266 s (" << 100 * et << "%)");
   CHECK(et < 0);
