@@ -149,7 +149,6 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
   const auto args = split_args(text);
   int vpp_layers = 0;
   bool embedding_in_split = false, loss_in_split = false;
-  bool deterministic = false;
   bool full_granularity = false, method_given = false, num_layers_given = false, legacy_checkpoint = false,
        legacy_method = false;
   std::string method_flag = "--recompute-method", num_layers_flag = "--recompute-num-layers";
@@ -281,7 +280,7 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
     else if (flag == "--cross-entropy-loss-fusion") spec->training.cross_entropy_fusion = true;
     else if (flag == "--tp-comm-overlap") tp_comm_overlap = true;
     else if (flag == "--no-async-tensor-model-parallel-allreduce") spec->training.tp_async_allreduce = false;
-    else if (flag == "--deterministic-mode") spec->training.deterministic = deterministic = true;
+    else if (flag == "--deterministic-mode") spec->training.deterministic = true;
     else if (flag == "--use-megatron-fsdp") megatron_fsdp = true;
     else if (flag == "--data-parallel-sharding-strategy") {
       // NVIDIA/Megatron-LM@d98e8a64 arguments.py:3190-3192: what Megatron-FSDP shards.
@@ -384,13 +383,6 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
     // NVIDIA/Megatron-LM@d98e8a64 megatron/training/arguments.py:1441-1442 (asserted).
     if (!d.l.sp) fail(src, "--tp-comm-overlap", "needs --sequence-parallel (Megatron asserts it)");
     spec->training.tp_comm_overlap = true;
-  }
-  if (deterministic) {
-    // NVIDIA/Megatron-LM@d98e8a64 megatron/training/determinism.py:24, 124-140 (asserted, never overridden).
-    if (spec->training.cross_entropy_fusion)
-      fail(src, "--deterministic-mode", "cannot be combined with --cross-entropy-loss-fusion (Megatron asserts it)");
-    if (spec->training.tp_comm_overlap)
-      fail(src, "--deterministic-mode", "cannot be combined with --tp-comm-overlap (Megatron asserts it)");
   }
   if (fp8_param_gather) {
     if (!spec->training.fp8) fail(src, "--fp8-param-gather", "needs --fp8-format (FP8 training)");
