@@ -1062,7 +1062,13 @@ StageMicrobatch stage_microbatch_with(const Spec& s, const Layout& l, int stage,
                                                c.flash_deterministic_slowdown)
                                  : std::string())
                : fmt::format("{:g} layers x {:.3f} ms x 3: QK^T, softmax, attention.V unfused", layers, f.core * 1e3);
-  }, t.flash_attention ? (table_attention(c) ? "cluster gpu.flash_attention_tflops" : "")
+  }, t.flash_attention ? (m.attention_dropout > 0 || t.deterministic
+                             ? (table_attention(c) ? "cluster gpu.flash_attention_tflops; the dropout and deterministic "
+                                                     "ratios MEASURED on an H100 (tests/data/measurements/"
+                                                     "h100-attention-variants.csv), cluster keys"
+                                                   : "the dropout and deterministic ratios MEASURED on an H100 "
+                                                     "(tests/data/measurements/h100-attention-variants.csv), cluster keys")
+                             : (table_attention(c) ? "cluster gpu.flash_attention_tflops" : ""))
                        : "QK^T and attention.V as batched GEMMs at gemm_efficiency; the fused scale-mask-softmax and the "
                          "attention dropout read and write the b·heads·s² scores (Korthikanti et al. 2022 §4.1)");
   const double mem = f.total - f.core - f.linear;
