@@ -1054,21 +1054,17 @@ StageMicrobatch stage_microbatch_with(const Spec& s, const Layout& l, int stage,
                                                double(l.mbs) * m.num_attention_heads / l.tp, c.gpu.sm_count)
                                  : std::string(),
                              m.attention_dropout > 0
-                                 ? fmt::format(", x {:.3f} for attention dropout {:g} (flash_attention_dropout_slowdown)",
+                                 ? fmt::format(", x {:.3f} for attention dropout {:g} (flash_attention_dropout_slowdown, "
+                                               "MEASURED on an H100: tests/data/measurements/h100-attention-variants.csv)",
                                                c.flash_dropout_slowdown, m.attention_dropout)
                                  : std::string(),
                              t.deterministic
-                                 ? fmt::format(", x {:.3f} deterministic (flash_attention_deterministic_slowdown)",
+                                 ? fmt::format(", x {:.3f} deterministic (flash_attention_deterministic_slowdown, "
+                                               "MEASURED on an H100: the same file)",
                                                c.flash_deterministic_slowdown)
                                  : std::string())
                : fmt::format("{:g} layers x {:.3f} ms x 3: QK^T, softmax, attention.V unfused", layers, f.core * 1e3);
-  }, t.flash_attention ? (m.attention_dropout > 0 || t.deterministic
-                             ? (table_attention(c) ? "cluster gpu.flash_attention_tflops; the dropout and deterministic "
-                                                     "ratios MEASURED on an H100 (tests/data/measurements/"
-                                                     "h100-attention-variants.csv), cluster keys"
-                                                   : "the dropout and deterministic ratios MEASURED on an H100 "
-                                                     "(tests/data/measurements/h100-attention-variants.csv), cluster keys")
-                             : (table_attention(c) ? "cluster gpu.flash_attention_tflops" : ""))
+  }, t.flash_attention ? (table_attention(c) ? "cluster gpu.flash_attention_tflops" : "")
                        : "QK^T and attention.V as batched GEMMs at gemm_efficiency; the fused scale-mask-softmax and the "
                          "attention dropout read and write the b·heads·s² scores (Korthikanti et al. 2022 §4.1)");
   const double mem = f.total - f.core - f.linear;
@@ -1177,10 +1173,7 @@ StageMicrobatch stage_microbatch_with(const Spec& s, const Layout& l, int stage,
                        tpc.forward_s * 1e3, tpc.backward_s * 1e3, recomputed,
                        t.tp_comm_overlap ? "; --tp-comm-overlap" : "");
   }, l.sp || t.tp_async_allreduce
-         ? (t.framework == Framework::kMegatron && !t.transformer_engine
-                ? "NVIDIA/Megatron-LM@d98e8a64 megatron/core/tensor_parallel/layers.py:694-696 (input-gradient "
-                  "all_reduce async_op=True before the weight-gradient GEMM), :807-808 (waited after it)"
-                : tv.tp_backward)
+         ? tv.tp_backward
          : "NVIDIA/Megatron-LM@de7dc40f megatron/mpu/mappings.py:88-89 (_CopyToModelParallelRegion.backward: "
            "_reduce(grad_output), in line; the async all-reduce from 3f652469, 2021-09-02, off with "
            "--no-async-tensor-model-parallel-allreduce)");

@@ -247,6 +247,17 @@ Model megatron_gpt(const char* name, int heads, int hidden, int layers, int voca
   return m;
 }
 
+// A published table's run of model m: `gpus` GPUs of the shipped cluster file, sequence and global batch.
+Spec published_run(const Model& m, const char* cluster, int gpus, int seq, int batch) {
+  Spec s;
+  s.model = m;
+  s.cluster = test::cluster(cluster);
+  s.num_nodes = gpus / 8;
+  s.training.seq_length = seq;
+  s.training.global_batch_size = batch;
+  return s;
+}
+
 }  // namespace
 
 // Megatron-LM's CI logs torch.cuda.memory_stats() to TensorBoard from the last
@@ -955,12 +966,7 @@ TEST_CASE("Megatron-LM's published H100 weak-scaling table (README.md, GPT 1.7B-
     const Model m = megatron_gpt(p.name, p.heads, p.hidden, p.layers, int(vocab), int(s), false);
     // The architecture read: its parameter count rounds to the table's size.
     CHECK(std::abs(double(total_params(m)) / 1e9 - p.billions) < 0.03 * p.billions + 0.05);
-    Spec spec;
-    spec.model = m;
-    spec.cluster = test::cluster("dgx-h100");
-    spec.num_nodes = p.gpus / 8;
-    spec.training.seq_length = int(s);
-    spec.training.global_batch_size = p.batch;
+    Spec spec = published_run(m, "dgx-h100", p.gpus, int(s), p.batch);
     spec.training.flash_attention = true;
     LayoutRequest req;
     req.megatron_args = fmt::format(
@@ -1081,12 +1087,7 @@ TEST_CASE("Megatron-LM's SC21 weak-scaling table on A100 (Narayanan et al. 2021 
     const Model m = megatron_gpt(p.name, p.heads, p.hidden, p.layers, (50257 + pad - 1) / pad * pad, int(s), true);
     // The architecture read: its parameter count rounds to the table's (given to 0.1B).
     CHECK(std::abs(double(total_params(m)) / 1e9 - p.billions) < 0.01 * p.billions + 0.05);
-    Spec spec;
-    spec.model = m;
-    spec.cluster = test::cluster("dgx-a100-80gb");
-    spec.num_nodes = p.gpus / 8;
-    spec.training.seq_length = int(s);
-    spec.training.global_batch_size = p.batch;
+    Spec spec = published_run(m, "dgx-a100-80gb", p.gpus, int(s), p.batch);
     spec.training.transformer_engine = false;
     spec.training.pipeline_scatter_gather = true;
     LayoutRequest req;
@@ -1148,15 +1149,10 @@ TEST_CASE("BLOOM-176B on 384 A100s (Megatron-DeepSpeed, BigScience's training lo
   // Omni-Path links instead of 8 x 200 Gb/s HDR.
   Model m = megatron_gpt("bloom-176b", 112, 14336, 70, 250880, 2048, true);
   m.hidden_dropout = m.attention_dropout = 0;  // BLOOM trained without dropout (its config.json: 0.0)
-  Spec s;
-  s.model = m;
-  s.cluster = test::cluster("dgx-a100-80gb");
+  Spec s = published_run(m, "dgx-a100-80gb", 384, 2048, 2048);
   s.cluster.inter_node.nics_per_node = 4;
   s.cluster.inter_node.nic_gbps = 100;
   s.cluster.inter_node.bandwidth_gbs = 4 * 100 / 8.0 / 8;  // 6.25 GB/s per GPU per direction
-  s.num_nodes = 48;
-  s.training.seq_length = 2048;
-  s.training.global_batch_size = 2048;
   s.training.transformer_engine = false;
   s.training.flash_attention = false;
   s.training.framework = Framework::kDeepSpeed;  // what the CLI takes for a DeepSpeed config with Megatron arguments

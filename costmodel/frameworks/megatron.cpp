@@ -96,7 +96,10 @@ const Profile& megatron_profile() {
                   true,
                   "NVIDIA/TransformerEngine@d0067d0d transformer_engine/pytorch/module/layernorm_linear.py:786-791 "
                   "(backward: gather_along_first_dim(ln_out, async_op=True) before the dgrad GEMM), :898-910 "
-                  "(dgrad reduce_scatter / allreduce async_op=True, waited after the wgrad GEMM); linear.py:1120-1132",
+                  "(dgrad reduce_scatter / allreduce async_op=True, waited after the wgrad GEMM); linear.py:1120-1132; "
+                  "Megatron-core's own layers (--transformer-impl local) the same: " MCORE
+                  "megatron/core/tensor_parallel/layers.py:694-696 (input-gradient all_reduce async_op=True before the "
+                  "weight-gradient GEMM), :807-808 (waited after it)",
                   false,
                   "Transformer Engine's forward gathers before the GEMM unless --tp-comm-overlap (userbuffers)",
                   0, 0, 0, "",
