@@ -333,6 +333,20 @@ double flash_attention_time(const LayerGemms& g, const Model& m, const Training&
   return dropout * deterministic * std::max(flops / flash_attention_rate(m, t, l, c), memory_bound_time(bytes, c));
 }
 
+// explain's words for flash_attention_time's dropout and deterministic factors (not on the search's path).
+[[gnu::noinline]] std::string flash_factors_text(const Model& m, const Training& t, const Cluster& c) {
+  std::string s;
+  if (m.attention_dropout > 0)
+    s += fmt::format(", x {:.3f} for attention dropout {:g} (flash_attention_dropout_slowdown, MEASURED on an H100: "
+                     "tests/data/measurements/h100-attention-variants.csv)",
+                     c.flash_dropout_slowdown, m.attention_dropout);
+  if (t.deterministic)
+    s += fmt::format(", x {:.3f} deterministic (flash_attention_deterministic_slowdown, MEASURED on an H100: the same "
+                     "file)",
+                     c.flash_deterministic_slowdown);
+  return s;
+}
+
 // Transformer Engine's FP8 casts around one linear layer (delayed scaling, the
 // hybrid recipe), bytes on one tp rank. Every FP8 GEMM operand is a quantized
 // copy of a bf16 tensor, row-wise for one GEMM and column-wise (transposed) for
@@ -1045,7 +1059,7 @@ StageMicrobatch stage_microbatch_with(const Spec& s, const Layout& l, int stage,
   sink.add("attention core", layers * (f.core + core_b), [&] {
     return t.flash_attention
                ? fmt::format("{:g} layers x {:.3f} ms x 3.5 (forward + backward): flash attention at {:.0f} TFLOP/s on the "
-                             "full s^2 count (s {}, head dim {}){}{}{}",
+                             "full s^2 count (s {}, head dim {}){}{}",
                              layers, f.core * 1e3, flash_attention_rate(m, t, l, c) / 1e12, t.seq_length / l.cp,
                              attention_head_dim(m),
                              table_attention(c)
@@ -1053,16 +1067,7 @@ StageMicrobatch stage_microbatch_with(const Spec& s, const Layout& l, int stage,
                                                flash_attention_waves(m, t, l, c),
                                                double(l.mbs) * m.num_attention_heads / l.tp, c.gpu.sm_count)
                                  : std::string(),
-                             m.attention_dropout > 0
-                                 ? fmt::format(", x {:.3f} for attention dropout {:g} (flash_attention_dropout_slowdown, "
-                                               "MEASURED on an H100: tests/data/measurements/h100-attention-variants.csv)",
-                                               c.flash_dropout_slowdown, m.attention_dropout)
-                                 : std::string(),
-                             t.deterministic
-                                 ? fmt::format(", x {:.3f} deterministic (flash_attention_deterministic_slowdown, "
-                                               "MEASURED on an H100: the same file)",
-                                               c.flash_deterministic_slowdown)
-                                 : std::string())
+                             flash_factors_text(m, t, c))
                : fmt::format("{:g} layers x {:.3f} ms x 3: QK^T, softmax, attention.V unfused", layers, f.core * 1e3);
   }, t.flash_attention ? (table_attention(c) ? "cluster gpu.flash_attention_tflops" : "")
                        : "QK^T and attention.V as batched GEMMs at gemm_efficiency; the fused scale-mask-softmax and the "
