@@ -1188,10 +1188,13 @@ TEST_CASE("BLOOM-176B on 384 A100s (Megatron-DeepSpeed, BigScience's training lo
 // llama3_70b}.yaml): no activation recompute (activations_checkpoint_granularity null), sequence_parallel and
 // ub_tp_comm_overlap as set there, cross_entropy_loss_fusion in the Llama 3 files only, gradient accumulation
 // fusion, GPT-3's dropout 0.1 and the Llamas' 0, and Apex's DistributedFusedAdam with overlap_grad_sync and
-// overlap_param_sync (ZeRO: the optimizer state sharded over dp). That optimizer reduces gradients in its
-// dtype, fp32 (NVIDIA/NeMo@9c5c5e9709 nemo/collections/nlp/models/language_modeling/megatron_base_model.py:791-792
-// passes dtype float32 and no grad_sync_dtype; NVIDIA/apex@6424da3b apex/contrib/optimizers/
-// distributed_fused_adam.py:606-607: grad_sync_dtype = dtype) and gathers parameters in bf16 (:795-800).
+// overlap_param_sync (ZeRO: the optimizer state sharded over dp), gathering parameters in bf16 (NVIDIA/NeMo@
+// 9c5c5e9709 nemo/collections/nlp/models/language_modeling/megatron_base_model.py:795-800). The launcher's H100
+// FP8 example scripts of the same tag, one per row's model and node count (examples/training/gpt/h100/
+// {5b_fp8_8node,20b_fp8_8node,175b_fp8_16node}.sh, llama/h100/{llama2_7b,llama2_13b,llama2_70b,llama3_8b,
+// llama3_70b}_fp8.sh), add fp8 hybrid and optim.grad_sync_dtype=bf16: gradients reduced in bf16 (without it
+// that optimizer reduces in its fp32 dtype: NVIDIA/apex@6424da3b apex/contrib/optimizers/
+// distributed_fused_adam.py:606-607).
 // The vocabularies are padded to a multiple of 128 x tp (make_vocab_size_divisible_by 128). The Nemotron rows of
 // the same table are left out: their squared-ReLU MLP is not one of paraplan's activations.
 // Memory is not compared: DistributedFusedAdam keeps its own gradient buckets, not Megatron's main_grad buffer,
@@ -1234,7 +1237,7 @@ TEST_CASE("NeMo's published H100 FP8 throughput (NeMo 24.07 performance summary,
     s.training.framework = Framework::kMegatron;
     s.training.flash_attention = true;
     s.training.fp8 = true;
-    s.training.grad_dtype = DType::kFp32;  // DistributedFusedAdam's fp32 gradient reduction
+    s.training.grad_reduce_dtype = DType::kBf16, s.training.grad_reduce_dtype_given = true;  // grad_sync_dtype=bf16
     s.training.overlap_dp_comm = s.training.overlap_param_gather = true;
     s.training.tp_comm_overlap = p.tp_overlap;
     s.training.cross_entropy_fusion = p.ce_fusion;
@@ -1248,11 +1251,13 @@ TEST_CASE("NeMo's published H100 FP8 throughput (NeMo 24.07 performance summary,
     sum_abs += std::abs(e);
     WARN(fmt::format("{} on {} GPUs: predicted {:.0f}, published {:.0f} tokens/s per GPU ({:+.1f}%)", p.name, p.gpus,
                      predicted, p.tokens_per_s_per_gpu, 100 * e));
-    // Where paraplan stands: GPT-3 5B +14.6 %, 20B +15.4 %, 175B +10.4 % (128 GPUs, micro-batch 1) and -1.6 %
+    // Where paraplan stands: GPT-3 5B +14.7 %, 20B +19.8 %, 175B +11.7 % (128 GPUs, micro-batch 1) and -0.5 %
     // (512 GPUs, micro-batch 2: published 15 % faster per GPU than the 128-GPU run, predicted 3 %), Llama 2 7B
-    // +10.4 %, 13B -2.7 %, 70B +7.1 %, Llama 3 8B +4.0 %, 70B +2.7 %: mean 7.7 %. Optimistic where the layers are
-    // small or the micro-batch is 1, as on Megatron's CI rows. These bounds catch a regression.
-    CHECK(std::abs(e) < 0.2);
+    // +10.7 %, 13B -2.6 %, 70B +7.7 %, Llama 3 8B +4.1 %, 70B +2.8 %: mean 8.3 % (7.7 % with the fp32 reduction
+    // the scripts override). Optimistic where the GEMMs dominate, as on Megatron's CI rows; Llama 3 8B's layout is
+    // also the Megatron-LM README's (the FP8 test above), published there at 13,812 tokens/s, 12.5 % above NeMo
+    // 24.07's 12,273: the same layout a release apart. These bounds catch a regression.
+    CHECK(std::abs(e) < 0.22);
   }
   WARN("NeMo 24.07 FP8 table (H100): mean |error| of throughput " << 100 * sum_abs / std::size(rows) << "% over "
                                                                    << std::size(rows) << " rows");
@@ -1270,7 +1275,8 @@ TEST_CASE("NeMo's published H100 FP8 throughput (NeMo 24.07 performance summary,
 // GFLOP a token, this formula 46.09 (the causal half would be 42.86). The measured step is those FLOPs /
 // (TFLOP/s x GPUs). The runs' other settings are the launcher's Llama 2 7B config (NeMo-Framework-Launcher
 // 24.03.01 launcher_scripts/conf/training/llama/llama2_7b.yaml: micro-batch 1, no recompute, no dropout,
-// ub_tp_comm_overlap False, DistributedFusedAdam with overlapped gradient and parameter syncs); sequence
+// ub_tp_comm_overlap False, DistributedFusedAdam with overlapped gradient and parameter syncs) and its H100 FP8
+// example script (examples/training/llama/h100/llama2_7b_fp8.sh at 24.03.01: fp8 hybrid, grad_sync_dtype=bf16); sequence
 // parallelism where tp > 1 (ASSUMED, as the launcher's tensor-parallel Llama configs set it).
 // Where paraplan stands: 4K +13.2 %, 8K +9.5 %, 16K +9.2 %, 32K +8.5 % (GEMM-bound: as fast as the 24.07 table's
 // small models), 64K-256K within 1 %, 512K -7.9 %, 1M -5.7 % (attention-bound: paraplan prices FlashAttention-2's
@@ -1298,7 +1304,7 @@ TEST_CASE("NeMo's published long-sequence H100 table (Llama 2 7B, FP8, context p
     s.training.framework = Framework::kMegatron;
     s.training.flash_attention = true;
     s.training.fp8 = true;
-    s.training.grad_dtype = DType::kFp32;  // DistributedFusedAdam's fp32 gradient reduction
+    s.training.grad_reduce_dtype = DType::kBf16, s.training.grad_reduce_dtype_given = true;  // grad_sync_dtype=bf16
     s.training.overlap_dp_comm = s.training.overlap_param_gather = true;
     Layout l = parse_layout(fmt::format("tp={},pp={},cp={},zero=1,mbs=1,recompute=none,sp={}", p.tp, p.pp, p.cp,
                                         p.tp > 1 ? "true" : "false"));
