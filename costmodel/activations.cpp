@@ -132,8 +132,13 @@ void add_dense_mlp(TensorList* lp, const Model& m, const ActivationVariant& v) {
   TensorList& l = *lp;
   const std::int64_t h = m.hidden_size;
   l.add({"fc1", "input (norm output)", h, 0, ElemKind::kAct, Shard::kSp, false, true});
-  const char* act = m.activation == Activation::kSwiglu ? "swiglu" : m.activation == Activation::kGeglu ? "geglu" : "gelu";
-  l.add({act, "input", m.ffn_in_width(), 0, ElemKind::kAct, Shard::kTp, false});
+  const char* act = activation_name(m.activation);
+  // Squared ReLU runs as relu then a square, unfused (NVIDIA/Megatron-LM@d98e8a64 megatron/core/activations.py:9-11
+  // torch.pow(F.relu(x), 2); transformers activations.py ReLUSquaredActivation: relu, then torch.square): relu keeps
+  // its output for its backward and the square keeps its input, the same tensor; fc1's output is not kept. As many
+  // bytes as GeLU's kept input.
+  l.add({act, m.activation == Activation::kRelu2 ? "relu output (kept by relu and the square)" : "input",
+         m.ffn_in_width(), 0, ElemKind::kAct, Shard::kTp, false});
   // An unfused gated MLP's multiply saves the activation's output (SiLU or
   // GeLU): act_fn(gate_proj(x)) * up_proj(x) (transformers@9a80143c
   // modeling_gemma2.py Gemma2MLP.forward; LlamaMLP the same with SiLU).

@@ -14,7 +14,13 @@ const char* dtype_name(DType t) {
   return "?";
 }
 const char* activation_name(Activation a) {
-  return a == Activation::kGelu ? "gelu" : a == Activation::kSwiglu ? "swiglu" : "geglu";
+  switch (a) {
+    case Activation::kGelu: return "gelu";
+    case Activation::kSwiglu: return "swiglu";
+    case Activation::kGeglu: return "geglu";
+    case Activation::kRelu2: return "relu2";
+  }
+  return "?";
 }
 const char* normalization_name(Normalization n) {
   return n == Normalization::kLayerNorm ? "layernorm" : "rmsnorm";

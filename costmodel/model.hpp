@@ -10,7 +10,10 @@
 namespace paraplan {
 
 // kGeglu: the gated GeLU MLP of Gemma (gelu_pytorch_tanh(gate) * up, 3 matrices).
-enum class Activation { kGelu, kSwiglu, kGeglu };
+// kRelu2: squared ReLU, relu(x)^2, in a plain (not gated) MLP: Nemotron's
+// (NVIDIA/Megatron-LM@d98e8a64 megatron/core/activations.py:9-11, --squared-relu;
+// HuggingFace hidden_act "relu2").
+enum class Activation { kGelu, kSwiglu, kGeglu, kRelu2 };
 enum class Normalization { kLayerNorm, kRmsNorm };
 enum class PositionEmbedding { kRope, kLearned };
 enum class DType { kBf16, kFp16, kFp32 };
@@ -71,7 +74,7 @@ struct Model {
   // Width of the first MLP GEMM's output: gate and up for SwiGLU.
   std::int64_t ffn_in_width() const { return gated() ? 2 * std::int64_t(ffn_hidden_size) : ffn_hidden_size; }
   // A gated MLP (SwiGLU, GeGLU): gate and up projections, then down.
-  bool gated() const { return activation != Activation::kGelu; }
+  bool gated() const { return activation == Activation::kSwiglu || activation == Activation::kGeglu; }
   // Norms per layer: 2 (before attention and MLP), 4 with Gemma-2's post-norms.
   int norms_per_layer() const { return post_norms ? 4 : 2; }
   bool has_qkv_bias() const { return bias || qkv_bias; }

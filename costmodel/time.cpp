@@ -194,9 +194,13 @@ double attention_copy_bytes(const Model& m, const Training& t, const Layout& l, 
 // A dense layer's MLP activation on one tp rank (GeLU: read + write ffn;
 // SwiGLU: read 2·ffn, write ffn) and, gated, the framework's own unfused
 // passes over ffn (TimeVariant::layer_copies_ffn), bytes forward.
+// Squared ReLU is two unfused passes, relu then the square (megatron/core/activations.py:9-11), each a read
+// and a write of ffn.
+double activation_passes(const Model& m) { return m.gated() ? 3 : m.activation == Activation::kRelu2 ? 4 : 2; }
+
 double dense_activation_bytes(const Model& m, const Training& t, const Layout& l, const TimeVariant& v) {
   const double f = double(m.ffn_hidden_size) / l.tp;
-  return ((m.gated() ? 3 : 2) + (m.gated() ? v.layer_copies_ffn : 0)) * f * tokens(t, l) * act_bytes(t);
+  return (activation_passes(m) + (m.gated() ? v.layer_copies_ffn : 0)) * f * tokens(t, l) * act_bytes(t);
 }
 
 // Memory-bound bytes of one layer's forward outside the attention core: two
@@ -223,8 +227,8 @@ double layer_memory_bound_bytes(const Model& m, const Training& t, const Layout&
     const double k = m.experts_per_token, etp = l.expert_tp();
     const double rows = tok * k * etp / l.tp * moe_expert_load(profile(t.framework), t, l.ep);  // dispatched rows on the busiest rank
     const double fe = double(m.moe_ffn_hidden_size) / etp;
-    bytes += (m.gated() ? 3 : 2) * fe * rows * ab;
-    if (m.num_shared_experts > 0) bytes += (m.gated() ? 3 : 2) * double(m.num_shared_experts) * m.moe_ffn_hidden_size / l.tp * tok * ab;
+    bytes += activation_passes(m) * fe * rows * ab;
+    if (m.num_shared_experts > 0) bytes += activation_passes(m) * double(m.num_shared_experts) * m.moe_ffn_hidden_size / l.tp * tok * ab;
     bytes += 4.0 * 4 * double(m.num_experts) * tok / l.tp;
     const double local = double(m.num_experts) / l.ep;
     bytes += (2 + (local > 1 ? 2 : 0)) * 2 * tok * k / l.tp * h * ab;

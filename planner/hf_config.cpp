@@ -136,9 +136,17 @@ Model model_from_hf_json(const std::string& text, const std::string& file) {
   // Gemma's MLP is gated whatever its activation: gelu_pytorch_tanh(gate) * up
   // (transformers models/gemma2/modeling_gemma2.py Gemma2MLP).
   const bool gemma = type == "gemma" || type == "gemma2" || type == "gemma3" || type == "gemma3_text";
+  // Nemotron: squared ReLU in a plain MLP, down_proj(act_fn(up_proj(x))) (transformers@694aaa7f
+  // models/nemotron/modeling_nemotron.py NemotronMLP); relu2 elsewhere may be gated, so it is read for
+  // nemotron only.
+  const bool nemotron = type == "nemotron";
   if (act == "silu" || act == "swish") m.activation = Activation::kSwiglu;  // gated SiLU MLP
   else if (act.rfind("gelu", 0) == 0) m.activation = gemma ? Activation::kGeglu : Activation::kGelu;
-  else r.fail("hidden_act", "expected silu or gelu*, got \"" + act + "\"");
+  else if (act == "relu2" && nemotron) m.activation = Activation::kRelu2;
+  else if (act == "relu2")
+    r.fail("hidden_act", "relu2 (squared ReLU) is read for model_type nemotron, whose MLP is not gated; got model_type \"" +
+                             type + "\", whose MLP may be");
+  else r.fail("hidden_act", "expected silu, gelu* or relu2, got \"" + act + "\"");
   // Gemma-2 and 3 normalise after attention and after the MLP as well
   // (post_attention_layernorm, pre_ and post_feedforward_layernorm).
   m.post_norms = type == "gemma2" || type == "gemma3" || type == "gemma3_text";
@@ -149,12 +157,18 @@ Model model_from_hf_json(const std::string& text, const std::string& file) {
   if (const json* v = r.find({"final_logit_softcapping"}); v && v->is_number())
     m.caveats.push_back(fmt::format("final_logit_softcapping {}: the tanh on the logits keeps one more logits-sized "
                                     "tensor for backward, not counted", v->dump()));
+  if (const json* v = r.find({"partial_rotary_factor"}); v && v->is_number() && v->get<double>() != 1.0)
+    m.caveats.push_back(fmt::format("partial_rotary_factor {}: rotary embedding on that share of each head, costed on "
+                                    "the whole head (a memory-bound pass; no tensor kept for backward either way)",
+                                    v->dump()));
   if (const json* v = r.find({"sliding_window"}); v && v->is_number())
     m.caveats.push_back(fmt::format("sliding_window {}: attention is costed over the whole sequence (flash attention's "
                                     "memory does not depend on the window; its time would fall with it)", v->dump()));
 
   if (j.contains("rms_norm_eps")) m.normalization = Normalization::kRmsNorm;
-  else if (j.contains("layer_norm_epsilon") || j.contains("layer_norm_eps") || gpt2)
+  // Nemotron's norm_eps is its LayerNorm1P's: a LayerNorm with weight and bias, applied with weight + 1
+  // (modeling_nemotron.py NemotronLayerNorm1P).
+  else if (j.contains("layer_norm_epsilon") || j.contains("layer_norm_eps") || gpt2 || (nemotron && j.contains("norm_eps")))
     m.normalization = Normalization::kLayerNorm;
   else r.fail("rms_norm_eps", "cannot tell the normalization (no rms_norm_eps or layer_norm_eps)");
 

@@ -86,7 +86,7 @@ constexpr const char* kReadMegatronFlags[] = {
     "--use-flash-attn", "--overlap-grad-reduce", "--overlap-param-gather", "--context-parallel-size", "--cp-comm-type",
     "--expert-model-parallel-size", "--expert-tensor-parallel-size", "--num-experts", "--moe-router-topk",
     "--moe-ffn-hidden-size", "--mtp-num-layers", "--transformer-impl", "--moe-grouped-gemm", "--microbatch-group-size-per-virtual-pipeline-stage", "--moe-router-force-load-balancing", "--moe-expert-capacity-factor", "--moe-pad-expert-input-to-capacity", "--fp8-format", "--fp8-param-gather", "--fp8-recipe", "--fp8-amax-history-len", "--num-layers", "--hidden-size",
-    "--num-attention-heads", "--ffn-hidden-size", "--num-query-groups", "--swiglu",
+    "--num-attention-heads", "--ffn-hidden-size", "--num-query-groups", "--swiglu", "--squared-relu",
     "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--add-qkv-bias", "--normalization",
     "--position-embedding-type", "--no-gradient-accumulation-fusion", "--cross-entropy-loss-fusion", "--tp-comm-overlap", "--use-megatron-fsdp",
     "--data-parallel-sharding-strategy"};
@@ -317,6 +317,9 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
     else if (flag == "--swiglu") {
       if (spec->model.activation != Activation::kSwiglu)
         fail(src, flag, "is given but the model's activation is not swiglu");
+    } else if (flag == "--squared-relu") {
+      if (spec->model.activation != Activation::kRelu2)
+        fail(src, flag, "is given but the model's activation is not relu2");
     } else if (flag == "--untie-embeddings-and-output-weights") {
       if (spec->model.tie_embeddings) fail(src, flag, "is given but the model ties its embeddings (tie_embeddings: true)");
     } else if (flag == "--disable-bias-linear") {

@@ -134,7 +134,7 @@ Model model_from_yaml(const YAML::Node& node, const std::string& file, const std
                       kMaxWidth / m.num_attention_heads);
   m.ffn_hidden_size = capped(r, "ffn_hidden_size", r.get_int("ffn_hidden_size", 1), kMaxWidth);
   m.vocab_size = capped(r, "vocab_size", r.get_int("vocab_size", 1), kMaxVocab);
-  m.activation = Activation(r.get_choice("activation", {"gelu", "swiglu", "geglu"}));
+  m.activation = Activation(r.get_choice("activation", {"gelu", "swiglu", "geglu", "relu2"}));
   m.normalization = Normalization(r.get_choice("normalization", {"layernorm", "rmsnorm"}));
   m.tie_embeddings = r.get_bool("tie_embeddings");
   m.bias = r.opt_bool("bias", false);

@@ -142,10 +142,11 @@ Resolved resolve(ValidateOptions& o) {
     throw SpecError("--layout", 0, "recompute_layers",
                     "the validator re-runs one layer at a time: uniform recompute with recompute_layers > 1 is "
                     "predicted by plan/explain/check but not executed; use recompute_method=block or recompute_layers=1");
-  if (r.spec.model.activation == Activation::kGeglu || r.spec.model.post_norms)
+  if (r.spec.model.activation == Activation::kGeglu || r.spec.model.activation == Activation::kRelu2 ||
+      r.spec.model.post_norms)
     throw SpecError(o.spec, 0, r.spec.model.post_norms ? "model.post_norms" : "model.activation",
-                    "the validator executes GeLU and SwiGLU pre-norm blocks; GeGLU and post-norm (Gemma-2) models are "
-                    "predicted by plan/explain/check but not executed");
+                    "the validator executes GeLU and SwiGLU pre-norm blocks; GeGLU, squared-ReLU (relu2) and post-norm "
+                    "(Gemma-2) models are predicted by plan/explain/check but not executed");
   const Training& t = r.spec.training;
   if (t.precision == DType::kFp16 || t.grad_dtype == DType::kFp16)
     throw SpecError(o.spec, 0, "training.precision", "the validator runs fp32 or bf16; fp16 is not supported");

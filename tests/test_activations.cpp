@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "costmodel/activations.hpp"
+#include "planner/spec_loader.hpp"
 #include "test_helpers.hpp"
 
 using namespace paraplan;
@@ -68,4 +69,25 @@ TEST_CASE("fp32 activations are twice the bf16 ones, masks stay 1 byte", "[activ
   const std::int64_t sbh_ = 128 * 2 * 256, as2b = 8 * 128 * 128 * 2;
   CHECK(layer_activation_bytes(m, false, Recompute::kNone, bf) == 34 * sbh_ + 5 * as2b);
   CHECK(layer_activation_bytes(m, false, Recompute::kNone, fp) == 66 * sbh_ + 9 * as2b);
+}
+
+TEST_CASE("Squared ReLU (Nemotron): the plain MLP keeps relu's output and fc2's input, as GeLU's keeps its input",
+          "[activations]") {
+  // Nemotron-4 340B's layer (h 18432, 96 heads, 8 kv heads of 192, ffn 73728, LayerNorm, no dropout, flash
+  // attention, bf16, t = 1), bytes per token:
+  //   norms' inputs 2·(2h) + QKV input 2h + Q 2h + K 2·1536 + V 2·1536 + fp32 log-sum-exp 4·96
+  //   + out-proj input 2h + fc1 input 2h + relu's output 2·73728 + fc2 input 2·73728
+  //   = 12h + 6144 + 384 + 4·73728 = 221,184 + 6,144 + 384 + 294,912 = 522,624
+  // (the default variant keeps no norm statistics).
+  Model m = load_model_file(test::repo("tests/data/hf/nemotron-4-340b/config.json"));
+  REQUIRE(m.activation == Activation::kRelu2);
+  REQUIRE(!m.gated());
+  const std::int64_t seq = 4096;
+  const ActShape a{seq, 1, 1, false, 2};
+  const std::int64_t bytes = layer_activation_bytes(m, true, Recompute::kNone, a);
+  CHECK(bytes == seq * 522'624);
+  // Byte for byte what GeLU's plain MLP keeps.
+  Model gelu = m;
+  gelu.activation = Activation::kGelu;
+  CHECK(layer_activation_bytes(gelu, true, Recompute::kNone, a) == bytes);
 }

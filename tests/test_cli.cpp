@@ -965,3 +965,23 @@ TEST_CASE("a DeepSpeed config's overlap_comm and communication_data_type reach t
                     check_with({"--deepspeed-config", "@DIR@/ds.json"}), 2,
                     {"zero_optimization.overlap_comm: ", "expected true, false"}}});
 }
+
+TEST_CASE("Megatron's --squared-relu must describe the model: refused for Llama's SwiGLU, read for Nemotron's relu2",
+          "[cli][errors][megatron]") {
+  TempDir dir;
+  const Result llama = run_paraplan({"check", kLlama2Example, "--megatron-args", "--squared-relu"}, dir.path());
+  CHECK(llama.code == 2);
+  CHECK(llama.err.find("--megatron-args: --squared-relu") != std::string::npos);
+  CHECK(llama.err.find("not relu2") != std::string::npos);
+  std::ofstream(dir.path() / "nemotron.yaml")
+      << "model: " << PARAPLAN_SOURCE_DIR << "/tests/data/hf/nemotron-4-340b/config.json\n"
+      << "cluster: " << PARAPLAN_SOURCE_DIR << "/configs/clusters/dgx-h100.yaml\n"
+      << "num_nodes: 16\ntraining:\n  seq_length: 4096\n  global_batch_size: 32\n  flash_attention: true\n";
+  const Result nemotron =
+      run_paraplan({"check", "nemotron.yaml", "--megatron-args",
+                    "--squared-relu --tensor-model-parallel-size 8 --sequence-parallel --pipeline-model-parallel-size 8 "
+                    "--use-distributed-optimizer --recompute-granularity selective"},
+                   dir.path());
+  INFO(nemotron.err);
+  CHECK((nemotron.code == 0 || nemotron.code == 1));
+}

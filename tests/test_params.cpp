@@ -152,3 +152,30 @@ TEST_CASE("Mixtral-8x7B and DeepSeek-V3 count their published parameters, total 
     CHECK(count_params(dm).active == total_params(dm));
   }
 }
+
+TEST_CASE("Nemotron-4 340B's config.json: squared ReLU in a plain MLP, LayerNorm1P, partial rotary said", "[params][hf]") {
+  // Per layer: q 18432² + k, v 2·18432·(8·192) + o 18432² = 736,100,352; up and down 2·18432·73728 =
+  // 2,717,908,992; two LayerNorms of weight and bias 4·18432 = 73,728: 3,454,083,072 x 96 = 331,591,974,912
+  // (the Nemotron-4 340B report: 331.6B non-embedding); embedding and output layer 2·256000·18432 =
+  // 9,437,184,000 (9.4B embedding); final norm 2·18432: 341,029,195,776.
+  const Model m = load_model_file(test::repo("tests/data/hf/nemotron-4-340b/config.json"));
+  CHECK(m.activation == Activation::kRelu2);
+  CHECK(m.normalization == Normalization::kLayerNorm);
+  CHECK(!m.bias);
+  CHECK(!m.tie_embeddings);
+  CHECK(m.kv_width() == 1536);
+  CHECK(layer_params(m) == 3'454'083'072LL);
+  CHECK(total_params(m) == 341'029'195'776LL);
+  REQUIRE(m.caveats.size() == 1);
+  CHECK(m.caveats[0].rfind("partial_rotary_factor 0.5", 0) == 0);
+  // relu2 is read for nemotron only: another model type may gate it (e.g. BitNet's gate/up/down MLP).
+  const std::string other = R"({"model_type": "bitnet", "hidden_act": "relu2", "hidden_size": 64, "intermediate_size": 128,
+    "num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 100, "rms_norm_eps": 1e-5})";
+  try {
+    model_from_hf_json(other, "bitnet/config.json");
+    FAIL("relu2 on a model type other than nemotron was read");
+  } catch (const SpecError& e) {
+    CHECK(e.field() == "hidden_act");
+    CHECK(std::string(e.what()).find("bitnet") != std::string::npos);
+  }
+}

@@ -120,3 +120,31 @@ TEST_CASE("cluster gpu.flash_attention_tflops: loads the table, errors name the 
     }
   }
 }
+
+TEST_CASE("activation: relu2 (squared ReLU) loads as a plain MLP - an unknown activation names the four", "[spec]") {
+  const std::string base = R"(name: nemotron-like
+num_layers: 2
+hidden_size: 256
+num_attention_heads: 4
+ffn_hidden_size: 1024
+vocab_size: 1000
+normalization: layernorm
+tie_embeddings: false
+position_embedding: rope
+activation: )";
+  const Model m = model_from_yaml(parse_yaml(base + "relu2\n", "m.yaml"), "m.yaml", "");
+  CHECK(m.activation == Activation::kRelu2);
+  CHECK(!m.gated());
+  CHECK(m.ffn_in_width() == 1024);
+  // 2 x 256 x 1024 MLP weights, as GeLU's.
+  Model gelu = m;
+  gelu.activation = Activation::kGelu;
+  CHECK(layer_params(m) == layer_params(gelu));
+  try {
+    model_from_yaml(parse_yaml(base + "relu3\n", "m.yaml"), "m.yaml", "");
+    FAIL("relu3 was read");
+  } catch (const SpecError& e) {
+    CHECK(e.field() == "activation");
+    CHECK(std::string(e.what()).find("relu2") != std::string::npos);
+  }
+}

@@ -1194,3 +1194,29 @@ TEST_CASE("Megatron without gradient-accumulation fusion: a pass adds each gradi
   s.training.precision = s.training.grad_dtype = DType::kFp16;
   CHECK(accumulation() == Approx(6 * params / rate).epsilon(1e-9));
 }
+
+TEST_CASE("Squared ReLU: relu, then the square, two unfused passes over ffn where GeLU is one", "[time]") {
+  // megatron/core/activations.py:9-11 torch.pow(F.relu(x), 2): relu reads and writes ffn, the square reads and
+  // writes it again: 2 more passes of 2 B x ffn x tokens per layer forward than GeLU's one, and the backward of
+  // memory-bound ops at twice the forward: 3 x 2 x 2 B x ffn x tokens more per layer per micro-batch. Llama-2-7B's
+  // shape made plain (not gated) on one H100: 32 layers, ffn 11008, s 4096, micro-batch 1.
+  Spec s = spec(1, 8, 1);
+  s.training.framework = Framework::kMegatron;
+  s.model.activation = Activation::kGelu;
+  const Layout l = resolved(s, "dp=1,tp=1,pp=1,mbs=1");
+  auto memory_bound = [&] {
+    for (const TimeTerm& t : stage_time_terms(s, l, 0))
+      if (t.name == "memory-bound ops") return t.seconds;
+    return 0.0;
+  };
+  const double gelu = memory_bound();
+  s.model.activation = Activation::kRelu2;
+  const double relu2 = memory_bound(), rate = 3350e9 * s.cluster.hbm_efficiency;
+  CHECK(relu2 - gelu == Approx(32 * 3 * 2 * 2.0 * 11008 * 4096 / rate).epsilon(1e-9));
+  // The GEMMs are GeLU's: a plain MLP of two matrices.
+  CHECK(estimate_time(s, l).model_flops_per_step == Approx([&] {
+          Spec g = s;
+          g.model.activation = Activation::kGelu;
+          return estimate_time(g, l).model_flops_per_step;
+        }()));
+}
