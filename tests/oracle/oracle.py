@@ -264,10 +264,12 @@ def rotate_half(x):
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
-def llama_eager_layer(style, h, heads, kv, ffn, s, b, tp, dtype=torch.bfloat16):
+def llama_eager_layer(style, h, heads, kv, ffn, s, b, tp, dtype=torch.bfloat16, mlp="swiglu"):
     """Saved bytes of one eager Llama layer as HF transformers (`hf`, DeepSpeed's
     usual model) or torchtitan (`titan`, FSDP2) write it: separate q/k/v and
-    gate/up projections, SwiGLU unfused; SDPA as the flash stand-in."""
+    gate/up projections, SwiGLU unfused; SDPA as the flash stand-in. mlp="relu2":
+    Nemotron's plain MLP instead, down(relu2(up(x))) with transformers'
+    ReLUSquaredActivation (relu, then torch.square)."""
     a, g, d, f = heads // tp, kv // tp, h // heads, ffn // tp
     p = lambda *shape: torch.randn(*shape, dtype=dtype, requires_grad=True)
     n1, n2 = p(h), p(h)
@@ -295,7 +297,10 @@ def llama_eager_layer(style, h, heads, kv, ffn, s, b, tp, dtype=torch.bfloat16):
         out = FlashAttn.apply(q.reshape(b * s, a, d), k.reshape(b * s, g, d), v.reshape(b * s, g, d), b, s)
         hid = x + F.linear(out.view(b, s, a * d), wo)
         hn = hf_rmsnorm(hid, n2) if style == "hf" else FusedRMSNorm.apply(hid, n2, 1e-6)
-        y = hid + F.linear(F.silu(F.linear(hn, w1)) * F.linear(hn, w3), w2)
+        if mlp == "relu2":
+            y = hid + F.linear(torch.square(F.relu(F.linear(hn, w1))), w2)
+        else:
+            y = hid + F.linear(F.silu(F.linear(hn, w1)) * F.linear(hn, w3), w2)
     total = counter.total()
     del y
     return total
@@ -676,6 +681,16 @@ def main():
                 pred = predicted(framework, "llama", h, heads, kv, ffn, s, b, tp, vocab, "bf16", True)
                 rows.append((framework, f"llama-{style} h{h} a{heads} g{kv} f{ffn} s{s} b{b} tp{tp}", "layer saved",
                              meas, pred["layer_saved_bytes"]))
+    # Nemotron's squared-ReLU MLP in the HF eager layer (deepspeed profile): relu keeps its output, the square
+    # its input (the same tensor), the down projection the square's output.
+    for (h, heads, kv, ffn, s, b, vocab) in llama_shapes:
+        for tp in (1, 2):
+            if kv % tp:
+                continue
+            meas = llama_eager_layer("hf", h, heads, kv, ffn, s, b, tp, mlp="relu2")
+            pred = predicted("deepspeed", "llama-relu2", h, heads, kv, ffn, s, b, tp, vocab, "bf16", True)
+            rows.append(("deepspeed", f"relu2-hf h{h} a{heads} g{kv} f{ffn} s{s} b{b} tp{tp}", "layer saved", meas,
+                         pred["layer_saved_bytes"]))
     # torchtitan's per-op selective checkpointing (fsdp, recompute=selective), tp = 1.
     for (h, heads, kv, ffn, s, b, vocab) in llama_shapes:
         meas = titan_op_sac_layer(h, heads, kv, ffn, s, b)

@@ -40,8 +40,9 @@ int main(int argc, char** argv) {
   m.num_kv_heads = std::atoi(argv[5]);
   m.head_dim = m.hidden_size / m.num_attention_heads;
   m.ffn_hidden_size = std::atoi(argv[6]);
-  const bool llama = style == "llama";
-  m.activation = llama ? Activation::kSwiglu : Activation::kGelu;
+  // llama-relu2: the Llama layer with Nemotron's plain squared-ReLU MLP (up, relu2, down).
+  const bool relu2 = style == "llama-relu2", llama = style == "llama" || relu2;
+  m.activation = relu2 ? Activation::kRelu2 : llama ? Activation::kSwiglu : Activation::kGelu;
   m.normalization = llama ? Normalization::kRmsNorm : Normalization::kLayerNorm;
   m.bias = !llama;
   const std::int64_t s = std::atoll(argv[7]), b = std::atoll(argv[8]);
