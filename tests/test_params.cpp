@@ -26,6 +26,7 @@ TEST_CASE("shipped models match their published parameter counts within 0.5%", "
       {"mistral-7b", 7'241'732'096, "FACTS.md"},
       {"qwen2.5-7b", 7'615'616'512, "FACTS.md"},
       {"qwen2.5-72b", 72'706'203'648, "FACTS.md"},
+      {"nemotron-4-340b", 341.0e9, "Nemotron-4 340B report: 331.6B non-embedding + 9.4B embedding"},
   };
   for (const Case& c : cases) {
     INFO(c.file << " vs " << c.source);
@@ -166,6 +167,9 @@ TEST_CASE("Nemotron-4 340B's config.json: squared ReLU in a plain MLP, LayerNorm
   CHECK(m.kv_width() == 1536);
   CHECK(layer_params(m) == 3'454'083'072LL);
   CHECK(total_params(m) == 341'029'195'776LL);
+  // The built-in YAML model is the same model.
+  CHECK(total_params(test::model("nemotron-4-340b")) == 341'029'195'776LL);
+  CHECK(test::model("nemotron-4-340b").activation == Activation::kRelu2);
   REQUIRE(m.caveats.size() == 1);
   CHECK(m.caveats[0].rfind("partial_rotary_factor 0.5", 0) == 0);
   // relu2 is read for nemotron only: another model type may gate it (e.g. BitNet's gate/up/down MLP).
