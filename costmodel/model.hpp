@@ -299,6 +299,11 @@ struct Training {
   // _CopyToModelParallelRegion.backward: _reduce(grad_output)) and with
   // --no-async-tensor-model-parallel-allreduce until cf547dea (2023-11).
   bool tp_async_allreduce = true;
+  // Megatron --overlap-p2p-communication (on unless --no-overlap-p2p-communication, only with
+  // interleaving; NVIDIA/Megatron-LM 4eeff55d1f, 2023-10, made it the default): the interleaved
+  // schedule's steady-phase pipeline sends run beside compute (TimeVariant::p2p_overlaps_interleaved).
+  // false: in line, as Megatron-LM ran them before (megatron/p2p_communication.py:126-130 @de7dc40f).
+  bool overlap_p2p_comm = true;
   // Deterministic algorithms (Megatron --deterministic-mode:
   // torch.use_deterministic_algorithms(True), NVTE_ALLOW_NONDETERMINISTIC_ALGO=0,
   // NVIDIA/Megatron-LM@d98e8a64 megatron/training/determinism.py): flash

@@ -632,6 +632,42 @@ double pipeline_p2p_time(const Model& m, const Training& t, const Layout& l, con
   return 2.0 * l.vpp * one;
 }
 
+// Megatron's interleaved schedule with --overlap-p2p-communication (its default
+// since 4eeff55d1f, 2023-10; Training::overlap_p2p_comm, TimeVariant::
+// p2p_overlaps_interleaved): in the steady 1F1B phase each chunk's sends and
+// receives are posted asynchronously and waited on before the next step needs
+// them, so a forward send runs beside the backward chunk that follows it and a
+// backward send beside the next forward chunk
+// (NVIDIA/Megatron-LM@d98e8a64 megatron/core/pipeline_parallel/schedules.py
+// :1747-1830); the warm-up's forward sends and the cool-down's backward sends
+// stay in line (:1633-1660, without --overlap-p2p-communication-warmup-flush).
+// The rank's warm-up is 2 (p - rank - 1) + (v - 1) x group chunk steps of its
+// m x v (schedules.py:964-965, get_pp_rank_microbatches). `sends` is the
+// stage's 2 x vpp sends per micro-batch in line (pipeline_p2p_time); a send
+// beside a chunk slows it by the SMs its NCCL kernels hold (exposed_beside,
+// `contention`, as for the DP and TP collectives); returns what is exposed per
+// micro-batch.
+struct PipelineOverlap {
+  bool on = false;
+  double exposed_s = 0, one_s = 0, forward_exposed_s = 0, backward_exposed_s = 0, warm_steps = 0, steps = 0;
+};
+PipelineOverlap pipeline_send_overlap(const Spec& s, const Layout& l, int stage, double sends, double forward_s,
+                                      double backward_s, double contention) {
+  PipelineOverlap r;
+  const Training& t = s.training;
+  if (l.pp <= 1 || l.vpp <= 1 || !t.overlap_p2p_comm || !profile(t.framework).time.p2p_overlaps_interleaved) return r;
+  const double v = l.vpp, m = num_microbatches(s, l);
+  r.on = true;
+  r.one_s = sends / (2 * v);
+  r.steps = m * v;
+  r.warm_steps = std::min(r.steps, 2.0 * (l.pp - stage - 1) + (v - 1) * l.group());
+  const double in_line = r.warm_steps / r.steps;
+  r.forward_exposed_s = exposed_beside(r.one_s, backward_s / v, contention);
+  r.backward_exposed_s = exposed_beside(r.one_s, forward_s / v, contention);
+  r.exposed_s = sends * in_line + v * (1 - in_line) * (r.forward_exposed_s + r.backward_exposed_s);
+  return r;
+}
+
 // Ring attention (Transformer Engine's p2p context parallelism,
 // NVIDIA/TransformerEngine@d0067d0d .../dot_product_attention/context_parallel.py
 // :1697-1717): cp − 1 steps, each sending the K|V chunk the rank holds (its
@@ -1202,10 +1238,23 @@ StageMicrobatch stage_microbatch_with(const Spec& s, const Layout& l, int stage,
     }, tv.moe_alltoall);
   }
   r.pp_comm_s = fx.pp;
+  const PipelineOverlap ppo =
+      pipeline_send_overlap(s, l, stage, fx.pp, r.forward_s, r.backward_s, overlap_contention(c, g.pp));
+  if (ppo.on) r.pp_comm_s = ppo.exposed_s;
   sink.add("pipeline sends", r.pp_comm_s, [&] {
-    return fmt::format("2 x vpp {} sends of {:.4g} MB per micro-batch{}", l.vpp, pipeline_send_bytes(m, t, l) / 1e6,
-                       out_stage != ce_stage && stage >= out_stage ? ", + the logits between the output and loss ranks" : "");
-  });
+    std::string text = fmt::format("2 x vpp {} sends of {:.4g} MB per micro-batch{}", l.vpp,
+                                   pipeline_send_bytes(m, t, l) / 1e6,
+                                   out_stage != ce_stage && stage >= out_stage
+                                       ? ", + the logits between the output and loss ranks" : "");
+    if (ppo.on)
+      text += fmt::format(", {:.3f} ms each: in line in the warm-up and cool-down ({:.3g} of the rank's {:g} chunk "
+                          "steps), else beside the other direction's chunk ({:.3f} ms forward, {:.3f} ms backward), "
+                          "slowing it by its NCCL channels' SMs: {:.3f} ms of each forward send and {:.3f} ms of each "
+                          "backward send exposed",
+                          ppo.one_s * 1e3, ppo.warm_steps, ppo.steps, r.forward_s / l.vpp * 1e3,
+                          r.backward_s / l.vpp * 1e3, ppo.forward_exposed_s * 1e3, ppo.backward_exposed_s * 1e3);
+    return text;
+  }, ppo.on ? tv.p2p_overlap : "");
   const CpRing ring = cp_ring_exposed_time(m, t, l, c, g.cp, f.core);
   r.cp_comm_s = layers * (ring.forward_s + ring.backward_s) + recomputed * ring.forward_s;
   sink.add("context-parallel ring (exposed)", r.cp_comm_s,

@@ -852,6 +852,28 @@ TEST_CASE("Megatron-LM arguments give the same report as the equivalent --layout
                                       dir.path());
   CHECK(emitted.code == 0);
   CHECK(emitted.out.find(" --deterministic-mode") != std::string::npos);
+  // --no-overlap-p2p-communication: the interleaved schedule's pipeline sends in line; the same memory, more
+  // exposed pipeline time, and --emit megatron gives the flag back (only where there is interleaving).
+  const char* const interleaved = "--pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 4 "
+                                  "--micro-batch-size 1 --overlap-grad-reduce";
+  const json p2p_in_line = run_json({}, {"check", kLlama2Example, "--format", "json", "--megatron-args",
+                                         std::string(interleaved) + " --no-overlap-p2p-communication"});
+  const json p2p_beside = run_json({}, {"check", kLlama2Example, "--format", "json", "--megatron-args", interleaved});
+  CHECK(p2p_in_line.at("peak_memory_bytes") == p2p_beside.at("peak_memory_bytes"));
+  CHECK(p2p_in_line.at("time").at("pp_comm_s").get<double>() > p2p_beside.at("time").at("pp_comm_s").get<double>());
+  const Result p2p_emitted = run_paraplan({"explain", kLlama2Example, "--emit", "megatron", "--megatron-args",
+                                           std::string(interleaved) + " --no-overlap-p2p-communication"},
+                                          dir.path());
+  CHECK(p2p_emitted.code == 0);
+  CHECK(p2p_emitted.out.find(" --no-overlap-p2p-communication") != std::string::npos);
+  // The spec's key says the same.
+  const std::string base = "model: llama-2-7b\ncluster: dgx-h100\nnum_nodes: 1\ntraining:\n  seq_length: 4096\n"
+                           "  global_batch_size: 64\n  flash_attention: true\n";
+  const Files specs = {{"off.yaml", base + "  overlap_p2p_comm: false\n"}, {"on.yaml", base}};
+  const json off = run_json(specs, {"check", "@DIR@/off.yaml", "--format", "json", "--layout", "pp=4,vpp=2,mbs=1"});
+  const json on = run_json(specs, {"check", "@DIR@/on.yaml", "--format", "json", "--layout", "pp=4,vpp=2,mbs=1"});
+  CHECK(off.at("time").at("pp_comm_s").get<double>() > on.at("time").at("pp_comm_s").get<double>());
+  CHECK(off.at("peak_memory_bytes") == on.at("peak_memory_bytes"));
 }
 
 TEST_CASE("a DeepSpeed config sets ZeRO stage and micro-batch", "[cli][deepspeed]") {

@@ -938,11 +938,11 @@ TEST_CASE("Megatron-LM's published FP8 throughput on H100 (examples/llama/README
     sum_abs += std::abs(e);
     WARN(p.name << ": predicted " << predicted << " tokens/s per GPU, published " << p.tokens_per_s_per_gpu << " ("
                 << 100 * e << "%)");
-    // Where paraplan stands (see docs/verification.md), with Transformer Engine's FP8 casts: README
-    // rows 8B -2.9%, 70B +2.7%, 405B +14.2%; Megatron-Bridge rows 8B (Megatron-FSDP) +0.2%, 70B at
-    // GBS 256 +3.8%, 405B at GBS 1536 +18.8% (the published figure is no higher than at GBS 512,
-    // where the model gains 2.8% from the smaller bubble and the amortised per-step costs). These
-    // bounds catch a regression.
+    // Where paraplan stands (see docs/verification.md): README rows 8B -7.4%, 70B +0.8%, 405B +7.8%;
+    // Megatron-Bridge rows 8B (Megatron-FSDP) -5.2%, 70B at GBS 256 +2.1%, 405B at GBS 1536 +12.3% (the
+    // published figure is no higher than at GBS 512, where the model gains from the smaller bubble and the
+    // amortised per-step costs); mean 5.9% (5.3% before the interleaved schedule's pipeline sends ran
+    // beside compute, as Megatron's --overlap-p2p-communication runs them). These bounds catch a regression.
     CHECK(std::abs(e) < 0.20);
   }
   WARN("Megatron FP8 throughput: mean |error| " << 100 * sum_abs / n << "% over " << n << " rows");
@@ -1117,6 +1117,9 @@ TEST_CASE("Megatron-LM's SC21 weak-scaling table on A100 (Narayanan et al. 2021 
     spec.training.grad_dtype = DType::kFp16;
     spec.training.gradient_accumulation_fusion = false;
     spec.training.overlap_dp_comm = p.torch_ddp;
+    // Pipeline sends in line: batch_isend_irecv, each request waited on, then a device synchronize
+    // (megatron/p2p_communication.py:126-130 at de7dc40f); the overlap came in 2023 (f9283c5a8a).
+    spec.training.overlap_p2p_comm = false;
     if (p.torch_ddp) spec.training.grad_bucket_params = 25 * 1024 * 1024 / 2, spec.training.grad_bucket_params_given = true;
     REQUIRE(!resolve_layout(spec, &l));
     INFO(p.name << ": layout " << to_string(l));
@@ -1222,6 +1225,7 @@ TEST_CASE("NeMo's published H100 FP8 throughput (NeMo 24.07 performance summary,
     bool sp, tp_overlap, ce_fusion, bf16_reduce;
     const char* recompute;
     double tokens_per_s_per_gpu;
+    bool p2p_overlap = true;  // overlap_p2p_comm in the launcher's config (interleaved rows)
   };
   const Published rows[] = {
       {"GPT3-5B", 64, 2048, 4, 2048, 1, 1, 1, 1, false, false, false, true, "none", 23406},
@@ -1233,7 +1237,7 @@ TEST_CASE("NeMo's published H100 FP8 throughput (NeMo 24.07 performance summary,
       {"LLAMA2-70B", 64, 128, 1, 4096, 4, 4, 1, 20, true, true, false, true, "none", 1728},
       {"Nemotron-8B", 64, 256, 4, 4096, 2, 1, 1, 1, true, true, true, false, "none", 12507},
       {"Nemotron-22B", 64, 256, 2, 4096, 2, 4, 1, 10, true, true, true, false, "none", 4312},
-      {"Nemotron-340B", 128, 32, 1, 4096, 8, 8, 1, 12, true, false, false, true, "selective", 326},
+      {"Nemotron-340B", 128, 32, 1, 4096, 8, 8, 1, 12, true, false, false, true, "selective", 326, false},
       {"LLAMA3-8B", 8, 128, 1, 8192, 1, 1, 2, 1, false, false, true, true, "none", 12273},
       {"LLAMA3-70B", 64, 128, 1, 8192, 4, 4, 2, 5, true, true, true, true, "none", 1524},
   };
@@ -1276,6 +1280,7 @@ TEST_CASE("NeMo's published H100 FP8 throughput (NeMo 24.07 performance summary,
     s.training.overlap_dp_comm = s.training.overlap_param_gather = true;
     s.training.tp_comm_overlap = p.tp_overlap;
     s.training.cross_entropy_fusion = p.ce_fusion;
+    s.training.overlap_p2p_comm = p.p2p_overlap;
     Layout l = parse_layout(fmt::format("tp={},pp={},cp={},vpp={},zero=1,mbs={},recompute={},sp={}", p.tp, p.pp, p.cp,
                                         p.vp, p.mbs, p.recompute, p.sp ? "true" : "false"));
     const auto problem = resolve_layout(s, &l);
@@ -1286,17 +1291,20 @@ TEST_CASE("NeMo's published H100 FP8 throughput (NeMo 24.07 performance summary,
     sum_abs += std::abs(e);
     WARN(fmt::format("{} on {} GPUs: predicted {:.0f}, published {:.0f} tokens/s per GPU ({:+.1f}%)", p.name, p.gpus,
                      predicted, p.tokens_per_s_per_gpu, 100 * e));
-    // Where paraplan stands: GPT-3 5B +14.7 %, 20B +19.8 %, 175B +11.7 % (128 GPUs, micro-batch 1) and -0.5 %
+    // Where paraplan stands: GPT-3 5B +14.7 %, 20B +19.8 %, 175B +15.5 % (128 GPUs, micro-batch 1) and +2.9 %
     // (512 GPUs, micro-batch 2: published 15 % faster per GPU than the 128-GPU run, predicted 3 %), Llama 2 7B
-    // +10.7 %, 13B -2.6 %, 70B +7.7 %, Nemotron 8B +18.0 %, 22B +6.3 %, 340B -3.9 %, Llama 3 8B +4.1 %, 70B
-    // +2.8 %: mean 8.6 %. Optimistic where the GEMMs dominate, as on Megatron's CI rows; Llama 3 8B's layout is
+    // +10.7 %, 13B +10.1 %, 70B +17.4 %, Nemotron 8B +18.0 %, 22B +13.8 %, 340B -3.9 % (its pipeline sends in
+    // line: overlap_p2p_comm False in nemotron_340b.yaml), Llama 3 8B +4.1 %, 70B +4.8 %: mean 11.3 %. With the
+    // interleaved rows' pipeline sends in line (as paraplan priced them before it read Megatron's overlap) the
+    // mean was 8.6 %, pp = 1 rows +13.5 % and interleaved rows +3.1 % on average: with the overlap, both sit
+    // 10-15 % fast, one cost missing from every layer rather than two errors cancelling. Optimistic where the GEMMs dominate, as on Megatron's CI rows; Llama 3 8B's layout is
     // also the Megatron-LM README's (the FP8 test above), published there at 13,812 tokens/s, 12.5 % above NeMo
     // 24.07's 12,273: the same layout a release apart. These bounds catch a regression.
     CHECK(std::abs(e) < 0.22);
   }
   WARN("NeMo 24.07 FP8 table (H100): mean |error| of throughput " << 100 * sum_abs / std::size(rows) << "% over "
                                                                    << std::size(rows) << " rows");
-  CHECK(sum_abs / std::size(rows) < 0.09);
+  CHECK(sum_abs / std::size(rows) < 0.12);
 }
 
 // NeMo's long-sequence table: Llama 2 7B in FP8 on H100 with context parallelism, 4K to 1M tokens a sequence.

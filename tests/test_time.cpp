@@ -1220,3 +1220,52 @@ TEST_CASE("Squared ReLU: relu, then the square, two unfused passes over ffn wher
           return estimate_time(g, l).model_flops_per_step;
         }()));
 }
+
+TEST_CASE("Megatron's interleaved pipeline sends beside the other direction's chunk, the warm-up's in line, by hand",
+          "[time][frameworks]") {
+  // schedules.py:1747-1830 (d98e8a64): in the steady 1F1B phase a forward send runs beside the next backward chunk
+  // and a backward send beside the next forward chunk; the rank's warm-up forward sends and cool-down backward sends
+  // are in line: 2 (p - rank - 1) + (v - 1) x p chunk steps of its m x v (:964-965). Llama-2-7B on one H100 node,
+  // pp 4, vpp 2, dp 2, 32 micro-batches of 1: rank 0 warms up 2 x 3 + 1 x 4 = 10 of 64 chunk steps. A send beside a
+  // chunk slows it by the SMs its NCCL channels hold: 24 of 132 SMs inside the node, 24 / 108 of the overlap.
+  Spec s = spec(1, 64);
+  s.training.framework = Framework::kMegatron;
+  s.cluster.gpu.sm_count = 132;
+  s.cluster.nccl_channels = 24;
+  const Layout l = resolved(s, "dp=2,tp=1,pp=4,vpp=2,mbs=1");
+  REQUIRE(num_microbatches(s, l) == 32);
+  auto sends = [&](int stage) {
+    for (const TimeTerm& t : stage_time_terms(s, l, stage))
+      if (t.name == "pipeline sends") return t.seconds;
+    return -1.0;
+  };
+  s.training.overlap_p2p_comm = false;  // --no-overlap-p2p-communication: every send in line
+  const double in_line = sends(0);
+  REQUIRE(in_line > 0);
+  s.training.overlap_p2p_comm = true;
+  const StageMicrobatch mb = stage_microbatch_time(s, l, 0);
+  const double one = in_line / 4, k = 24.0 / 108.0;
+  auto beside = [&](double pass) { return std::max(0.0, one - pass) + k * std::min(one, pass); };
+  const double expected = in_line * 10 / 64 + 2 * (54.0 / 64) * (beside(mb.backward_s / 2) + beside(mb.forward_s / 2));
+  CHECK(sends(0) == Approx(expected).epsilon(1e-9));
+  CHECK(sends(0) < in_line);
+  // The last rank warms up (v - 1) x p = 4 chunk steps only.
+  s.training.overlap_p2p_comm = false;
+  const double last_in_line = sends(3);
+  s.training.overlap_p2p_comm = true;
+  const StageMicrobatch last = stage_microbatch_time(s, l, 3);
+  const double one3 = last_in_line / 4;
+  auto beside3 = [&](double pass) { return std::max(0.0, one3 - pass) + k * std::min(one3, pass); };
+  CHECK(sends(3) == Approx(last_in_line * 4 / 64 + 2 * (60.0 / 64) * (beside3(last.backward_s / 2) +
+                                                                       beside3(last.forward_s / 2)))
+                        .epsilon(1e-9));
+  // Without interleaving Megatron turns the overlap off (arguments.py:1010-1012): every send in line.
+  const Layout plain = resolved(s, "dp=2,tp=1,pp=4,mbs=1");
+  double plain_on = 0, plain_off = 0;
+  for (const TimeTerm& t : stage_time_terms(s, plain, 0))
+    if (t.name == "pipeline sends") plain_on = t.seconds;
+  s.training.overlap_p2p_comm = false;
+  for (const TimeTerm& t : stage_time_terms(s, plain, 0))
+    if (t.name == "pipeline sends") plain_off = t.seconds;
+  CHECK(plain_on == plain_off);
+}

@@ -32,7 +32,8 @@ void state(const Training& t, const Layout& l, StateBuffers* out) {
 }  // namespace
 
 const Profile& megatron_profile() {
-  static const Profile p = with_te_workspaces(with_mtp(with_reduce_buckets(Profile{
+  static const Profile p = [] {
+    Profile q = with_te_workspaces(with_mtp(with_reduce_buckets(Profile{
       Framework::kMegatron,
       "megatron",
       "Megatron-LM core with Transformer Engine (fused SwiGLU, TE LayerNorm+Linear, fp32 main_grad buffer)",
@@ -128,6 +129,17 @@ const Profile& megatron_profile() {
       ":40-46 (32 MiB + 1 KiB on sm90+, 4 MiB before), :49-67 (get_cublas_workspace, lru_cache: one for GEMMs, one per "
       "compute stream for grouped GEMMs, 3 for userbuffers), :227, :415; common/util/multi_stream.cpp:52-54 (4 compute "
       "streams)");
+    // The interleaved schedule's pipeline sends beside the other direction's chunk (costmodel/time.cpp
+    // pipeline_send_overlap), on unless --no-overlap-p2p-communication.
+    q.time.p2p_overlaps_interleaved = true;
+    q.time.p2p_overlap = MCORE "megatron/core/pipeline_parallel/schedules.py:1747-1830 (steady 1F1B: "
+                               "send_forward_recv_forward / send_backward_recv_backward with overlap_p2p_comm=True, waited "
+                               "before the next chunk needs them), :1633-1660 (warm-up sends in line without "
+                               "--overlap-p2p-communication-warmup-flush), :964-965 (warm-up 2 (p - rank - 1) + (v - 1) x "
+                               "group chunks); megatron/training/arguments.py:3118-3120 (--no-overlap-p2p-communication: on "
+                               "by default since 4eeff55d1f, 2023-10), :1010-1012 (off without interleaving)";
+    return q;
+  }();
   return p;
 }
 

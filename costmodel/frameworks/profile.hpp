@@ -232,6 +232,11 @@ struct TimeVariant {
   // a backward launches about two ops per forward op).
   double host_layer_tp_s = 0;
   Source host_layer = "";
+  // With interleaving (vpp > 1) and Training::overlap_p2p_comm, the pipeline
+  // sends of the steady phase run beside the other direction's next chunk
+  // (costmodel/time.cpp pipeline_send_overlap). false: every send in line.
+  bool p2p_overlaps_interleaved = false;
+  Source p2p_overlap = "";
   // That time for a layout of `tp`: 0 where it is not measured (tp 1, or none given).
   double host_layer_s(int tp) const { return tp > 1 ? host_layer_tp_s : 0.0; }
   // The passes and their source for a run: the fused ones when asked for and the framework has them.

@@ -124,6 +124,7 @@ TEST_CASE("the spec writer round-trips through the loader", "[inputs]") {
     a.cluster.flash_dropout_slowdown = 1.34;  // not the default
     a.cluster.flash_deterministic_slowdown = 1.05;  // not the default
     a.training.tp_async_allreduce = false;  // not the default
+    a.training.overlap_p2p_comm = false;    // not the default
     a.training.deterministic = true;  // not the default
     a.training.framework = Framework::kNanotron;  // not the default (megatron)
     const fs::path tmp = fs::temp_directory_path() / "paraplan-gui-roundtrip.yaml";
@@ -154,6 +155,7 @@ TEST_CASE("the spec writer round-trips through the loader", "[inputs]") {
     CHECK(b.cluster.flash_dropout_slowdown == a.cluster.flash_dropout_slowdown);
     CHECK(b.cluster.flash_deterministic_slowdown == a.cluster.flash_deterministic_slowdown);
     CHECK(b.training.tp_async_allreduce == a.training.tp_async_allreduce);
+    CHECK(b.training.overlap_p2p_comm == a.training.overlap_p2p_comm);
     CHECK(b.training.deterministic == a.training.deterministic);
     CHECK(b.training.optimizer_state_bytes == a.training.optimizer_state_bytes);
     CHECK(b.training.flash_attention == a.training.flash_attention);
