@@ -304,6 +304,10 @@ struct Training {
   // schedule's steady-phase pipeline sends run beside compute (TimeVariant::p2p_overlaps_interleaved).
   // false: in line, as Megatron-LM ran them before (megatron/p2p_communication.py:126-130 @de7dc40f).
   bool overlap_p2p_comm = true;
+  // Megatron --overlap-p2p-communication-warmup-flush (off by default; needs the overlap above): the
+  // warm-up's forward sends run beside the next forward chunk and the cool-down's backward sends beside the
+  // next backward chunk too (megatron/core/pipeline_parallel/schedules.py:1576-1606 @d98e8a64).
+  bool overlap_p2p_comm_warmup_flush = false;
   // Deterministic algorithms (Megatron --deterministic-mode:
   // torch.use_deterministic_algorithms(True), NVTE_ALLOW_NONDETERMINISTIC_ALGO=0,
   // NVIDIA/Megatron-LM@d98e8a64 megatron/training/determinism.py): flash

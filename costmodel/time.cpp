@@ -640,7 +640,10 @@ double pipeline_p2p_time(const Model& m, const Training& t, const Layout& l, con
 // backward send beside the next forward chunk
 // (NVIDIA/Megatron-LM@d98e8a64 megatron/core/pipeline_parallel/schedules.py
 // :1747-1830); the warm-up's forward sends and the cool-down's backward sends
-// stay in line (:1633-1660, without --overlap-p2p-communication-warmup-flush).
+// stay in line (:1633-1660), unless --overlap-p2p-communication-warmup-flush
+// (Training::overlap_p2p_comm_warmup_flush) runs them beside the next chunk of
+// their own direction (:1576-1606): a forward and a backward chunk per pair of
+// sends again, so every send pair then costs what a steady one does.
 // The rank's warm-up is 2 (p - rank - 1) + (v - 1) x group chunk steps of its
 // m x v (schedules.py:964-965, get_pp_rank_microbatches). `sends` is the
 // stage's 2 x vpp sends per micro-batch in line (pipeline_p2p_time); a send
@@ -660,7 +663,8 @@ PipelineOverlap pipeline_send_overlap(const Spec& s, const Layout& l, int stage,
   r.on = true;
   r.one_s = sends / (2 * v);
   r.steps = m * v;
-  r.warm_steps = std::min(r.steps, 2.0 * (l.pp - stage - 1) + (v - 1) * l.group());
+  r.warm_steps = t.overlap_p2p_comm_warmup_flush ? 0.0
+                                                 : std::min(r.steps, 2.0 * (l.pp - stage - 1) + (v - 1) * l.group());
   const double in_line = r.warm_steps / r.steps;
   r.forward_exposed_s = exposed_beside(r.one_s, backward_s / v, contention);
   r.backward_exposed_s = exposed_beside(r.one_s, forward_s / v, contention);

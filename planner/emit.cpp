@@ -137,6 +137,7 @@ Emitted emit_launch(EmitTarget t, const Spec& s, const Layout& l) {
       o += l.zero >= 1 && tr.overlap_param_gather ? " --overlap-grad-reduce --overlap-param-gather" : " --overlap-grad-reduce";
     if (tr.tp_comm_overlap && l.sp) o += " --tp-comm-overlap";
     if (!tr.overlap_p2p_comm && l.vpp > 1) o += " --no-overlap-p2p-communication";
+    if (tr.overlap_p2p_comm && tr.overlap_p2p_comm_warmup_flush && l.vpp > 1) o += " --overlap-p2p-communication-warmup-flush";
     o += tr.flash_attention ? " --attention-backend flash" : " --attention-backend unfused";
     if (!tr.gradient_accumulation_fusion) o += " --no-gradient-accumulation-fusion";
     if (tr.cross_entropy_fusion) o += " --cross-entropy-loss-fusion";

@@ -82,7 +82,7 @@ constexpr const char* kReadMegatronFlags[] = {
     "--recompute-activations", "--recompute-granularity", "--recompute-method", "--recompute-num-layers",
     "--recompute-modules",
     "--checkpoint-activations", "--checkpoint-num-layers", "--activations-checkpoint-method",
-    "--activations-checkpoint-num-layers", "--no-async-tensor-model-parallel-allreduce", "--no-overlap-p2p-communication", "--deterministic-mode", "--bf16", "--fp16", "--grad-reduce-in-bf16", "--attention-backend",
+    "--activations-checkpoint-num-layers", "--no-async-tensor-model-parallel-allreduce", "--no-overlap-p2p-communication", "--overlap-p2p-communication-warmup-flush", "--deterministic-mode", "--bf16", "--fp16", "--grad-reduce-in-bf16", "--attention-backend",
     "--use-flash-attn", "--overlap-grad-reduce", "--overlap-param-gather", "--context-parallel-size", "--cp-comm-type",
     "--expert-model-parallel-size", "--expert-tensor-parallel-size", "--num-experts", "--moe-router-topk",
     "--moe-ffn-hidden-size", "--mtp-num-layers", "--transformer-impl", "--moe-grouped-gemm", "--microbatch-group-size-per-virtual-pipeline-stage", "--moe-router-force-load-balancing", "--moe-expert-capacity-factor", "--moe-pad-expert-input-to-capacity", "--fp8-format", "--fp8-param-gather", "--fp8-recipe", "--fp8-amax-history-len", "--num-layers", "--hidden-size",
@@ -281,6 +281,7 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
     else if (flag == "--tp-comm-overlap") tp_comm_overlap = true;
     else if (flag == "--no-async-tensor-model-parallel-allreduce") spec->training.tp_async_allreduce = false;
     else if (flag == "--no-overlap-p2p-communication") spec->training.overlap_p2p_comm = false;
+    else if (flag == "--overlap-p2p-communication-warmup-flush") spec->training.overlap_p2p_comm_warmup_flush = true;
     else if (flag == "--deterministic-mode") spec->training.deterministic = true;
     else if (flag == "--use-megatron-fsdp") megatron_fsdp = true;
     else if (flag == "--data-parallel-sharding-strategy") {
@@ -388,6 +389,10 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
     if (!d.l.sp) fail(src, "--tp-comm-overlap", "needs --sequence-parallel (Megatron asserts it)");
     spec->training.tp_comm_overlap = true;
   }
+  if (spec->training.overlap_p2p_comm_warmup_flush && !spec->training.overlap_p2p_comm)
+    // NVIDIA/Megatron-LM@d98e8a64 megatron/core/model_parallel_config.py:570-574 (raises).
+    fail(src, "--overlap-p2p-communication-warmup-flush",
+         "needs the pipeline-send overlap that --no-overlap-p2p-communication turns off (Megatron refuses the pair)");
   if (fp8_param_gather) {
     if (!spec->training.fp8) fail(src, "--fp8-param-gather", "needs --fp8-format (FP8 training)");
     spec->training.fp8_param_gather = true;

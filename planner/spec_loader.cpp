@@ -290,7 +290,7 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
                      "overlap_dp_comm", "overlap_param_gather", "framework", "fp8", "fp8_param_gather", "pipeline_scatter_gather",
                      "gradient_accumulation_fusion", "cross_entropy_fusion", "tp_comm_overlap", "grad_reduce_dtype", "moe_load_imbalance", "moe_capacity_factor",
                      "moe_pad_to_capacity", "mtp", "moe_grouped_gemm", "transformer_impl", "tp_async_allreduce", "deterministic",
-                     "overlap_p2p_comm"});
+                     "overlap_p2p_comm", "overlap_p2p_comm_warmup_flush"});
   t->framework = Framework(r.opt_choice("framework", int(Framework::kMegatron),
                                         {"megatron", "deepspeed", "fsdp", "nanotron", "paraplan"}));
   t->seq_length_given = r.has("seq_length");
@@ -330,6 +330,11 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
   t->tp_comm_overlap = r.opt_bool("tp_comm_overlap", false);
   t->tp_async_allreduce = r.opt_bool("tp_async_allreduce", true);
   t->overlap_p2p_comm = r.opt_bool("overlap_p2p_comm", true);
+  t->overlap_p2p_comm_warmup_flush = r.opt_bool("overlap_p2p_comm_warmup_flush", false);
+  if (t->overlap_p2p_comm_warmup_flush && !t->overlap_p2p_comm)
+    r.fail("overlap_p2p_comm_warmup_flush",
+           "needs overlap_p2p_comm: true (Megatron: only valid with --overlap-p2p-communication, "
+           "model_parallel_config.py:570-574)");
   t->deterministic = r.opt_bool("deterministic", false);
   t->moe_load_imbalance = r.opt_number("moe_load_imbalance", t->moe_load_imbalance, 1.0, 64.0, true);
   t->moe_capacity_factor = r.opt_number("moe_capacity_factor", 0.0, 0.0, 64.0, true);

@@ -866,6 +866,17 @@ TEST_CASE("Megatron-LM arguments give the same report as the equivalent --layout
                                           dir.path());
   CHECK(p2p_emitted.code == 0);
   CHECK(p2p_emitted.out.find(" --no-overlap-p2p-communication") != std::string::npos);
+  // --overlap-p2p-communication-warmup-flush: the warm-up and cool-down sends beside compute too; refused beside
+  // --no-overlap-p2p-communication, as Megatron refuses the pair (model_parallel_config.py:570-574).
+  const json flush = run_json({}, {"check", kLlama2Example, "--format", "json", "--megatron-args",
+                                   std::string(interleaved) + " --overlap-p2p-communication-warmup-flush"});
+  CHECK(flush.at("time").at("pp_comm_s").get<double>() < p2p_beside.at("time").at("pp_comm_s").get<double>());
+  const Result both = run_paraplan({"check", kLlama2Example, "--megatron-args",
+                                    std::string(interleaved) +
+                                        " --no-overlap-p2p-communication --overlap-p2p-communication-warmup-flush"},
+                                   dir.path());
+  CHECK(both.code == 2);
+  CHECK(both.err.find("--overlap-p2p-communication-warmup-flush") != std::string::npos);
   // The spec's key says the same.
   const std::string base = "model: llama-2-7b\ncluster: dgx-h100\nnum_nodes: 1\ntraining:\n  seq_length: 4096\n"
                            "  global_batch_size: 64\n  flash_attention: true\n";
@@ -874,6 +885,11 @@ TEST_CASE("Megatron-LM arguments give the same report as the equivalent --layout
   const json on = run_json(specs, {"check", "@DIR@/on.yaml", "--format", "json", "--layout", "pp=4,vpp=2,mbs=1"});
   CHECK(off.at("time").at("pp_comm_s").get<double>() > on.at("time").at("pp_comm_s").get<double>());
   CHECK(off.at("peak_memory_bytes") == on.at("peak_memory_bytes"));
+  TempDir bad_dir;
+  std::ofstream(bad_dir.path() / "bad.yaml") << base << "  overlap_p2p_comm: false\n  overlap_p2p_comm_warmup_flush: true\n";
+  const Result bad = run_paraplan({"check", "bad.yaml", "--layout", "pp=4,vpp=2,mbs=1"}, bad_dir.path());
+  CHECK(bad.code == 2);
+  CHECK(bad.err.find("training.overlap_p2p_comm_warmup_flush") != std::string::npos);
 }
 
 TEST_CASE("a DeepSpeed config sets ZeRO stage and micro-batch", "[cli][deepspeed]") {

@@ -1259,6 +1259,11 @@ TEST_CASE("Megatron's interleaved pipeline sends beside the other direction's ch
   CHECK(sends(3) == Approx(last_in_line * 4 / 64 + 2 * (60.0 / 64) * (beside3(last.backward_s / 2) +
                                                                        beside3(last.forward_s / 2)))
                         .epsilon(1e-9));
+  // --overlap-p2p-communication-warmup-flush (schedules.py:1576-1606): the warm-up's forward sends beside the next
+  // forward chunk, the cool-down's backward sends beside the next backward chunk: all 64 send pairs as a steady one.
+  s.training.overlap_p2p_comm_warmup_flush = true;
+  CHECK(sends(0) == Approx(2 * (beside(mb.backward_s / 2) + beside(mb.forward_s / 2))).epsilon(1e-9));
+  s.training.overlap_p2p_comm_warmup_flush = false;
   // Without interleaving Megatron turns the overlap off (arguments.py:1010-1012): every send in line.
   const Layout plain = resolved(s, "dp=2,tp=1,pp=4,mbs=1");
   double plain_on = 0, plain_off = 0;

@@ -139,6 +139,7 @@ std::string spec_to_yaml(const Spec& s) {
   if (t.tp_comm_overlap) e << YAML::Key << "tp_comm_overlap" << YAML::Value << true;
   if (!t.tp_async_allreduce) e << YAML::Key << "tp_async_allreduce" << YAML::Value << false;
   if (!t.overlap_p2p_comm) e << YAML::Key << "overlap_p2p_comm" << YAML::Value << false;
+  if (t.overlap_p2p_comm_warmup_flush) e << YAML::Key << "overlap_p2p_comm_warmup_flush" << YAML::Value << true;
   if (t.deterministic) e << YAML::Key << "deterministic" << YAML::Value << true;
   if (t.grad_reduce_dtype_given) e << YAML::Key << "grad_reduce_dtype" << YAML::Value << dtype_name(t.grad_reduce_dtype);
   e << YAML::EndMap;

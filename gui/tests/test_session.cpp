@@ -156,6 +156,7 @@ TEST_CASE("the spec writer round-trips through the loader", "[inputs]") {
     CHECK(b.cluster.flash_deterministic_slowdown == a.cluster.flash_deterministic_slowdown);
     CHECK(b.training.tp_async_allreduce == a.training.tp_async_allreduce);
     CHECK(b.training.overlap_p2p_comm == a.training.overlap_p2p_comm);
+    CHECK(b.training.overlap_p2p_comm_warmup_flush == a.training.overlap_p2p_comm_warmup_flush);
     CHECK(b.training.deterministic == a.training.deterministic);
     CHECK(b.training.optimizer_state_bytes == a.training.optimizer_state_bytes);
     CHECK(b.training.flash_attention == a.training.flash_attention);
