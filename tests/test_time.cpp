@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <tuple>
 
 #include "costmodel/memory.hpp"
@@ -69,6 +70,13 @@ Layout resolved(const Spec& s, const char* text) {
   const auto problem = resolve_layout(s, &l);
   REQUIRE_FALSE(problem.has_value());
   return l;
+}
+
+// explain's term `name` of a stage, seconds per micro-batch; `missing` where the stage has none.
+double term_seconds(const Spec& s, const Layout& l, int stage, std::string_view name, double missing = -1) {
+  for (const TimeTerm& t : stage_time_terms(s, l, stage))
+    if (t.name == name) return t.seconds;
+  return missing;
 }
 
 double sum_of_terms(const StepTime& t) {
@@ -1120,9 +1128,7 @@ TEST_CASE("FlashAttention-2's causal waves: the schedule of its CTAs on the SMs,
   auto attention = [&](const char* layout) {
     Layout l = parse_layout(layout);
     REQUIRE(!resolve_layout(s, &l));
-    for (const TimeTerm& t : stage_time_terms(s, l, 0))
-      if (t.name == "attention core") return t.seconds;
-    return -1.0;
+    return term_seconds(s, l, 0, "attention core");
   };
   // tp 8 mbs 1 against tp 1 mbs 8 (32 x 8 = 256 pairs, many waves): the same FLOPs per sequence x heads / 8.
   const double slow = attention("dp=1,tp=8,pp=1,sp=0,mbs=1"), fast = attention("dp=8,tp=1,pp=1,mbs=8");
@@ -1147,11 +1153,7 @@ TEST_CASE("nanotron's strided copies and unfused GLU: PyTorch's unvectorized rat
   s.training.flash_attention = true;
   Layout l = parse_layout("dp=8,tp=1,pp=1,mbs=1");
   REQUIRE(!resolve_layout(s, &l));
-  auto memory_bound = [&](const Spec& spec) {
-    for (const TimeTerm& t : stage_time_terms(spec, l, 0))
-      if (t.name == "memory-bound ops") return t.seconds;
-    return -1.0;
-  };
+  auto memory_bound = [&](const Spec& spec) { return term_seconds(spec, l, 0, "memory-bound ops"); };
   CHECK(memory_bound(s) == Approx(16 * (contiguous + strided)).epsilon(1e-9));
   // A cluster without the key: every pass at hbm_efficiency, still with autograd's backward for the copies and GLU.
   Spec plain = s;
@@ -1162,9 +1164,7 @@ TEST_CASE("nanotron's strided copies and unfused GLU: PyTorch's unvectorized rat
   megatron.training.framework = Framework::kMegatron;
   Layout lm = parse_layout("dp=8,tp=1,pp=1,mbs=1");
   REQUIRE(!resolve_layout(megatron, &lm));
-  double mb = -1;
-  for (const TimeTerm& t : stage_time_terms(megatron, lm, 0))
-    if (t.name == "memory-bound ops") mb = t.seconds;
+  const double mb = term_seconds(megatron, lm, 0, "memory-bound ops");
   CHECK(mb == Approx(16 * 3 * (4 + 6 + 4 + 3 * 4) * A / (3350e9 * 0.8)).epsilon(1e-9));
 }
 
@@ -1178,11 +1178,7 @@ TEST_CASE("Megatron without gradient-accumulation fusion: a pass adds each gradi
   Spec s = spec(1, 8, 1);
   s.training.framework = Framework::kMegatron;
   const Layout l = resolved(s, "dp=1,tp=1,pp=1,mbs=1");
-  auto accumulation = [&] {
-    for (const TimeTerm& t : stage_time_terms(s, l, 0))
-      if (t.name == "gradient accumulation") return t.seconds;
-    return 0.0;
-  };
+  auto accumulation = [&] { return term_seconds(s, l, 0, "gradient accumulation", 0); };
   CHECK(accumulation() == 0);
   s.training.gradient_accumulation_fusion = false;
   const double params = 6'738'415'616.0, rate = 3350e9 * s.cluster.hbm_efficiency;
@@ -1204,11 +1200,7 @@ TEST_CASE("Squared ReLU: relu, then the square, two unfused passes over ffn wher
   s.training.framework = Framework::kMegatron;
   s.model.activation = Activation::kGelu;
   const Layout l = resolved(s, "dp=1,tp=1,pp=1,mbs=1");
-  auto memory_bound = [&] {
-    for (const TimeTerm& t : stage_time_terms(s, l, 0))
-      if (t.name == "memory-bound ops") return t.seconds;
-    return 0.0;
-  };
+  auto memory_bound = [&] { return term_seconds(s, l, 0, "memory-bound ops"); };
   const double gelu = memory_bound();
   s.model.activation = Activation::kRelu2;
   const double relu2 = memory_bound(), rate = 3350e9 * s.cluster.hbm_efficiency;
@@ -1234,11 +1226,7 @@ TEST_CASE("Megatron's interleaved pipeline sends beside the other direction's ch
   s.cluster.nccl_channels = 24;
   const Layout l = resolved(s, "dp=2,tp=1,pp=4,vpp=2,mbs=1");
   REQUIRE(num_microbatches(s, l) == 32);
-  auto sends = [&](int stage) {
-    for (const TimeTerm& t : stage_time_terms(s, l, stage))
-      if (t.name == "pipeline sends") return t.seconds;
-    return -1.0;
-  };
+  auto sends = [&](int stage) { return term_seconds(s, l, stage, "pipeline sends"); };
   s.training.overlap_p2p_comm = false;  // --no-overlap-p2p-communication: every send in line
   const double in_line = sends(0);
   REQUIRE(in_line > 0);
@@ -1266,11 +1254,7 @@ TEST_CASE("Megatron's interleaved pipeline sends beside the other direction's ch
   s.training.overlap_p2p_comm_warmup_flush = false;
   // Without interleaving Megatron turns the overlap off (arguments.py:1010-1012): every send in line.
   const Layout plain = resolved(s, "dp=2,tp=1,pp=4,mbs=1");
-  double plain_on = 0, plain_off = 0;
-  for (const TimeTerm& t : stage_time_terms(s, plain, 0))
-    if (t.name == "pipeline sends") plain_on = t.seconds;
+  const double plain_on = term_seconds(s, plain, 0, "pipeline sends");
   s.training.overlap_p2p_comm = false;
-  for (const TimeTerm& t : stage_time_terms(s, plain, 0))
-    if (t.name == "pipeline sends") plain_off = t.seconds;
-  CHECK(plain_on == plain_off);
+  CHECK(plain_on == term_seconds(s, plain, 0, "pipeline sends"));
 }
