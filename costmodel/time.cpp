@@ -568,20 +568,28 @@ TpLayerComm tp_layer_comm(const Model& m, const Training& t, const Layout& l, co
   // Megatron --tp-comm-overlap: userbuffers pipeline every TP GEMM with its
   // collective (with SP only; Megatron refuses it without).
   const bool all = t.tp_comm_overlap;
+  // The framework's async NCCL collectives beside their GEMMs, where measured
+  // so (TimeVariant::collectives_overlap_compute); in line otherwise.
+  const bool async = v.collectives_overlap_compute;
   TpLayerComm r;
   if (l.sp) {
     const double ag = group_allgather_time(c, g, bytes), rs = group_reducescatter_time(c, g, bytes);
-    r.forward_s = exposed(pairs, ag, all ? f.col_forward : v.tp_forward_shard_overlap ? f.col_forward / l.tp : 0) +
+    const bool shard = v.tp_forward_shard_overlap && async;
+    r.forward_s = exposed(pairs, ag, all ? f.col_forward : shard ? f.col_forward / l.tp : 0) +
                   exposed(pairs, rs, all ? f.row_forward : 0);
-    r.backward_s = exposed(pairs, ag, all ? f.row_dgrad : v.tp_forward_shard_overlap ? f.row_dgrad / l.tp : 0);
-    if (v.tp_backward_overlap || all)
+    r.backward_s = exposed(pairs, ag, all ? f.row_dgrad : shard ? f.row_dgrad / l.tp : 0);
+    // The backward's re-gather of the saved input shard and the input
+    // gradient's reduce-scatter: beside the dgrad and wgrad GEMMs, or in line.
+    if (all)
       r.backward_s += exposed(pairs, ag, f.col_dgrad) + exposed(pairs, rs, f.col_wgrad);
+    else if (v.tp_backward_overlap)
+      r.backward_s += exposed(pairs, ag, async ? f.col_dgrad : 0) + exposed(pairs, rs, async ? f.col_wgrad : 0);
     else
       r.backward_s += pairs * rs;
   } else {
     const double ar = group_allreduce_time(c, g, bytes);
     r.forward_s = pairs * ar;
-    r.backward_s = exposed(pairs, ar, v.tp_backward_overlap && t.tp_async_allreduce ? f.col_wgrad : 0);
+    r.backward_s = exposed(pairs, ar, v.tp_backward_overlap && t.tp_async_allreduce && async ? f.col_wgrad : 0);
   }
   return r;
 }
@@ -737,6 +745,13 @@ double bucketed(double params, double n, Collective&& coll) {
   return n * coll(params / n);
 }
 
+// Whether a stage's data-parallel collectives run beside compute: asked for
+// (Training::overlap_dp_comm) and, where measured, really so for the framework
+// (TimeVariant::collectives_overlap_compute).
+bool dp_overlaps(const Spec& s) {
+  return s.training.overlap_dp_comm && profile(s.training.framework).time.collectives_overlap_compute;
+}
+
 // What a bucketed collective of `total` seconds in `n` buckets leaves exposed
 // beside a pass of `window` seconds that readies (or consumes) the buckets one
 // by one, evenly (the backward readies gradient buckets in reverse layer
@@ -855,7 +870,7 @@ DpStepComm dp_step_comm(const Spec& s, const Layout& l, const DpCollectives& c) 
 double dp_exposed_tail_time(const Spec& s, const Layout& l, const DpCollectives& c, const StageMicrobatch& mb) {
   const double reduce = reduces_every_microbatch(l) ? 0 : c.reduce_s;
   const double gather = (l.zero == 1 || l.zero == 2) ? c.gather_s : 0;
-  if (!s.training.overlap_dp_comm) return reduce + gather;
+  if (!dp_overlaps(s)) return reduce + gather;
   const double n = c.buckets;
   // The gather beside the next forward only where the framework runs it there
   // (Megatron --overlap-param-gather); DeepSpeed and nanotron gather whole
@@ -871,7 +886,7 @@ double dp_exposed_tail_time(const Spec& s, const Layout& l, const DpCollectives&
 // backward (after the ZeRO-3 gathers, StageMicrobatch::zero3_s, take their share).
 double dp_exposed_per_microbatch_time(const Spec& s, const Layout& l, const DpCollectives& c, const StageMicrobatch& mb) {
   if (!reduces_every_microbatch(l)) return mb.zero3_s;
-  if (!s.training.overlap_dp_comm) return mb.zero3_s + c.reduce_s;
+  if (!dp_overlaps(s)) return mb.zero3_s + c.reduce_s;
   const double hidden = std::max(0.0, mb.backward_s - (l.zero >= 3 ? c.gather_s : 0));
   return mb.zero3_s + bucketed_exposed(c.reduce_s, c.buckets, hidden, c.contention);
 }
@@ -888,7 +903,7 @@ double zero3_exposed_gather_time(const Spec& s, const Layout& l, const DpCollect
                                  double forward_s, double backward_s) {
   if (l.zero < 3) return 0;
   const double gather = c.gather_s;
-  if (!s.training.overlap_dp_comm) return 2 * gather;
+  if (!dp_overlaps(s)) return 2 * gather;
   const double n = std::max(1.0, layers), one = gather / n, k = c.contention;
   return 2 * one + (n - 1) * (exposed_beside(one, forward_s / n, k) + exposed_beside(one, backward_s / n, k));
 }
@@ -1221,7 +1236,8 @@ StageMicrobatch stage_microbatch_with(const Spec& s, const Layout& l, int stage,
     return fmt::format("{:g} layers x (forward {:.3f} ms + backward {:.3f} ms) + {:g} recomputed forwards{}", layers,
                        tpc.forward_s * 1e3, tpc.backward_s * 1e3, recomputed,
                        t.tp_comm_overlap ? "; --tp-comm-overlap" : "");
-  }, l.sp || t.tp_async_allreduce
+  }, !tv.collectives_overlap_compute && !t.tp_comm_overlap ? tv.collectives_overlap
+     : l.sp || t.tp_async_allreduce
          ? tv.tp_backward
          : "NVIDIA/Megatron-LM@de7dc40f megatron/mpu/mappings.py:88-89 (_CopyToModelParallelRegion.backward: "
            "_reduce(grad_output), in line; the async all-reduce from 3f652469, 2021-09-02, off with "
@@ -1330,12 +1346,14 @@ std::vector<TimeTerm> stage_dp_terms(const Spec& s, const Layout& l, int stage) 
   }
   const double exposed = m * dp_exposed_per_microbatch_time(s, l, dc, mb) + dp_exposed_tail_time(s, l, dc, mb);
   out.push_back({"exposed of these",
-                 s.training.overlap_dp_comm
+                 dp_overlaps(s)
                      ? fmt::format("the buckets overlap the backward that readies them: E = max(R/n, R - B(n-1)/n), "
                                    "the rest slowing the backward beside it by {} NCCL channels' SMs: E + {:.3f} (R - E)",
                                    nccl_channels(s.cluster, g.dp), dc.contention)
-                     : std::string("no overlap (overlap_dp_comm off): all of it"),
-                 exposed, ""});
+                     : s.training.overlap_dp_comm
+                           ? fmt::format("all of it: {}'s collectives measured in line with compute", prof.name)
+                           : std::string("no overlap (overlap_dp_comm off): all of it"),
+                 exposed, s.training.overlap_dp_comm && !dp_overlaps(s) ? prof.time.collectives_overlap : ""});
   return out;
 }
 

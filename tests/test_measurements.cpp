@@ -655,17 +655,55 @@ TEST_CASE("nanotron on H100 (Ultra-Scale Playbook): tokens/s of the runs that ra
   // clipping over its whole fp32 accumulator (12 B per parameter of the rank, ZeRO-1 or not): 8.5% and 11 of
   // 14: 1B on 8 nodes' fastest (dp 64, tp 1, mbs 1: a clip over 4x the tp 4 runs' parameters) 6th again, 1%
   // behind the 5th, in a group whose top 5 holds a run measured at half its ZeRO-1 twin (dp 64, mbs 2, ZeRO-0).
-  CHECK(med_abs <= 0.09);
-  CHECK(in_top5 >= 11);
+  // With nanotron's async collectives (DDP buckets, TP all-gathers and reduce-scatters) in line with compute,
+  // as its runs measure them (costmodel/frameworks/nanotron.cpp, TimeVariant::collectives_overlap_compute):
+  // 5.3% (signed +3.2%, from +7.6%) and 12 of 14 (1B on 8 nodes 4th); the misses are the two 64-node groups.
+  CHECK(med_abs <= 0.06);
+  CHECK(in_top5 >= 12);
   // Every pp = 1 run that ran, whatever its MFU: before the host time per
   // layer 63% (the tp 2-8 runs at small micro-batches up to 3.5x fast), with it 28%; with the
-  // attention's causal waves and the strided ops 22.8%; with nanotron's clip pass 21.9%.
+  // attention's causal waves and the strided ops 22.8%; with nanotron's clip pass 21.9%; with its collectives
+  // in line 8.7%.
   std::vector<double> pp1;
   for (const TimedRow& r : rows)
     if (r.pp == 1)
       if (const double p = predicted_tokens_per_s_per_gpu(r); p > 0) pp1.push_back(std::abs(p / r.tokens_per_s_per_gpu - 1));
   WARN("nanotron tokens/s, every pp = 1 run that ran (" << pp1.size() << "): median |error| " << 100 * median(pp1) << "%");
-  CHECK(median(pp1) < 0.23);
+  CHECK(median(pp1) < 0.10);
+}
+
+// nanotron's collectives in line with compute (costmodel/frameworks/nanotron.cpp,
+// TimeVariant::collectives_overlap_compute): the Playbook's pp = 1 runs over 16-32 nodes that ran well (MFU
+// >= 20 %) and whose data-parallel collectives, as paraplan prices them, are at least a tenth of the measured
+// step. With the buckets beside the backward (nanotron's code launches them from torch DDP's hook) paraplan
+// predicted every one of them fast: median +19.2 %; with them in line, as measured, -3.8 %.
+TEST_CASE("nanotron's data-parallel collectives in line with compute: the Playbook's runs where they weigh most",
+          "[measurements]") {
+  const std::vector<TimedRow> rows = read_timed_rows();
+  std::vector<double> err, share;
+  for (const TimedRow& r : rows) {
+    if (r.pp != 1 || r.nodes < 16 || r.nodes > 32 || r.mfu_pct < 20) continue;
+    Layout l;
+    const Spec s = playbook_spec(r.model, r.nodes, r.dp, r.tp, r.pp, r.zero, r.mbs, r.grad_accum, &l);
+    REQUIRE(!resolve_layout(s, &l));
+    const StepTime t = estimate_time(s, l);
+    const double tokens_per_gpu = double(r.dp) * r.mbs * r.grad_accum * 4096 / (8.0 * r.nodes);
+    const double measured_s = tokens_per_gpu / r.tokens_per_s_per_gpu;
+    if (t.dp_comm_total_s < 0.1 * measured_s) continue;
+    // All of the collectives on the step's path.
+    CHECK(t.dp_comm_s == Approx(t.dp_comm_total_s).epsilon(1e-9));
+    err.push_back(measured_s / t.step_s - 1);  // throughput error: predicted / measured tokens/s - 1
+    share.push_back(t.dp_comm_total_s / measured_s);
+  }
+  std::vector<double> abs_err;
+  for (double e : err) abs_err.push_back(std::abs(e));
+  WARN("nanotron, pp 1, 16-32 nodes, MFU >= 20%, DP collectives >= 10% of the step: " << err.size() << " runs, DP "
+       << 100 * *std::min_element(share.begin(), share.end()) << "-" << 100 * *std::max_element(share.begin(), share.end())
+       << "% of the step; tokens/s median signed error " << 100 * median(err) << "%, median |error| "
+       << 100 * median(abs_err) << "%");
+  CHECK(err.size() == 46);
+  CHECK(std::abs(median(err)) < 0.06);
+  CHECK(median(abs_err) < 0.08);
 }
 
 // nanotron's host floor (costmodel/frameworks/nanotron.cpp, TimeVariant::host_layer_tp_s):

@@ -237,6 +237,16 @@ struct TimeVariant {
   // (costmodel/time.cpp pipeline_send_overlap). false: every send in line.
   bool p2p_overlaps_interleaved = false;
   Source p2p_overlap = "";
+  // Whether the collectives the framework launches asynchronously really run
+  // beside compute on the measured runs: its data-parallel buckets beside the
+  // backward that readies them, its TP all-gathers and reduce-scatters beside
+  // the GEMM they were launched before (tp_forward_shard_overlap,
+  // tp_backward_overlap). false: MEASURED in line with compute, whatever the
+  // code intends (each collective's whole time on the step's path). Megatron's
+  // --tp-comm-overlap (userbuffers) is not an NCCL collective and keeps its
+  // overlap.
+  bool collectives_overlap_compute = true;
+  Source collectives_overlap = "";
   // That time for a layout of `tp`: 0 where it is not measured (tp 1, or none given).
   double host_layer_s(int tp) const { return tp > 1 ? host_layer_tp_s : 0.0; }
   // The passes and their source for a run: the fused ones when asked for and the framework has them.
