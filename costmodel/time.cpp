@@ -631,10 +631,40 @@ double pipeline_send_bytes(const Model& m, const Training& t, const Layout& l) {
 
 namespace {
 
-double pipeline_p2p_time(const Model& m, const Training& t, const Layout& l, const Cluster& c,
-                         const GroupPlacement& g, const GroupPlacement& tp) {
+}  // namespace
+
+GroupPlacement pp_link(const Cluster& c, const Layout& l, int a, int b) {
+  GroupPlacement g;
+  g.size = 2;
+  if (a == b) return g;
+  // Megatron order: a pipeline rank's tp·cp·dp ranks are consecutive, the
+  // next pipeline rank's start tp·cp·dp further on.
+  const long long stride = (long long)std::max(1, l.tp) * std::max(1, l.cp) * std::max(1, l.dp);
+  const long long per_node = std::max(1, c.gpus_per_node);
+  bool same = stride < per_node;
+  for (long long r = 0; same && r < stride; ++r) same = (a * stride + r) / per_node == (b * stride + r) / per_node;
+  g.nodes = same ? 1 : 2;
+  g.ranks_per_node = same ? 2 : 1;
+  return g;
+}
+
+namespace {
+
+// A stage's pipeline sends per micro-batch: at each of its v chunk steps
+// forward and backward, a send and a receive at once (batched), to and from
+// its two neighbours (the wrap-around neighbours with interleaving): the
+// slower of its two links sets the step. The link between two stages is
+// NVLink where every rank of the one shares a node with its peer in the other
+// (pp_link), the network otherwise.
+double pipeline_p2p_time(const Model& m, const Training& t, const Layout& l, const Cluster& c, int stage,
+                         const GroupPlacement& tp) {
   if (l.pp <= 1) return 0;
-  double one = group_p2p_time(c, g, pipeline_send_bytes(m, t, l));
+  const int p = l.pp, wrap = l.vpp > 1;
+  const int prev = stage > 0 ? stage - 1 : wrap ? p - 1 : stage + 1;
+  const int next = stage < p - 1 ? stage + 1 : wrap ? 0 : stage - 1;
+  const double bytes = pipeline_send_bytes(m, t, l);
+  double one = std::max(group_p2p_time(c, pp_link(c, l, prev, stage), bytes),
+                        group_p2p_time(c, pp_link(c, l, stage, next), bytes));
   if (!l.sp && t.pipeline_scatter_gather && l.tp > 1)
     one += group_allgather_time(c, tp, tokens(t, l) * m.hidden_size * act_bytes(t));
   return 2.0 * l.vpp * one;
@@ -995,7 +1025,7 @@ PerLayer::StageFixed stage_fixed(const Spec& s, const Layout& l, int stage, cons
   if (holds_output) f.head_forward = output_head_forward_time(m, t, l, c), f.head_backward = output_head_backward_time(m, t, l, c);
   if (holds_loss) f.loss_forward = loss_forward_time(m, t, l, c), f.loss_backward = loss_backward_time(m, t, l, c);
   f.tp_edges = tp_embedding_output_comm_time(m, t, l, c, g.tp, first, holds_output);
-  f.pp = pipeline_p2p_time(m, t, l, c, g.pp, g.tp);
+  f.pp = pipeline_p2p_time(m, t, l, c, stage, g.tp);
   const int out_stage = pl.output_stage, ce_stage = pl.loss_stage;
   if (out_stage != ce_stage && stage >= out_stage) {
     // nanotron's split with the lm_head, the fp32 cast and the loss on
@@ -1004,8 +1034,9 @@ PerLayer::StageFixed stage_fixed(const Spec& s, const Layout& l, int stage, cons
     // pays for the transfers it sends or receives.
     const double logits = tokens(t, l) * double((m.vocab_size + l.tp - 1) / l.tp);
     const int cast = pl.cast_stage;
-    const double bf16 = group_p2p_time(c, g.pp, logits * act_bytes(t)), fp32 = group_p2p_time(c, g.pp, logits * 4);
-    if (stage == out_stage || stage == cast) f.pp += 2 * bf16;
+    const double bf16 = group_p2p_time(c, pp_link(c, l, out_stage, cast), logits * act_bytes(t)),
+                 fp32 = group_p2p_time(c, pp_link(c, l, cast, ce_stage), logits * 4);
+    if (cast != out_stage && (stage == out_stage || stage == cast)) f.pp += 2 * bf16;
     if (cast != ce_stage && (stage == cast || stage == ce_stage)) f.pp += 2 * fp32;
   }
   return f;

@@ -144,6 +144,10 @@ Fp8Casts fp8_cast_bytes(const Gemm& x, const Layout& l);
 // s·b·h activations, / tp with SP or Megatron's scatter-gather
 // (Training::pipeline_scatter_gather), whole otherwise.
 double pipeline_send_bytes(const Model& m, const Training& t, const Layout& l);
+// The link between pipeline ranks (stages) a and b as a two-member group: on
+// one node when every rank of stage a shares a node with its peer in stage b
+// (Megatron order, the pipeline's ranks tp·cp·dp apart), else across nodes.
+GroupPlacement pp_link(const Cluster& c, const Layout& l, int a, int b);
 // Bytes one rank sends to other ranks in one expert-parallel all-to-all
 // (dispatch, or combine the other way) per MoE layer and micro-batch: its
 // s/cp·b/tp tokens x top-k x hidden x bytes x (ep−1)/ep (1/ep stays local).

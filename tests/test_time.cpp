@@ -691,6 +691,31 @@ TEST_CASE("Pipeline sends: s*b*h/tp bytes per boundary per micro-batch with SP o
   CHECK(sg.pp_comm_s < 0.5 * plain.pp_comm_s);
 }
 
+TEST_CASE("Pipeline sends between stages on one node go over NVLink, across nodes over the network", "[time]") {
+  // Megatron order: a stage's tp·cp·dp ranks are consecutive. dp 2, tp 1, pp 8 on 8-GPU nodes: stage i holds
+  // GPUs 2i and 2i+1, so stages 0-3 are on the first node, 4-7 on the second: only the boundary 3-4 crosses.
+  Spec s = spec(2, 256);
+  const Layout l = resolved(s, "dp=2,tp=1,pp=8,mbs=1");
+  for (int a = 0; a < 7; ++a) CHECK(pp_link(s.cluster, l, a, a + 1).intra_node() == (a != 3));
+  // dp 3 (stride 3): stage 1 holds GPUs 3-5 and stage 2 GPUs 6-8: GPU 5's peer 8 is on the next node.
+  Spec s3 = spec(3, 24);
+  const Layout l3 = resolved(s3, "dp=3,tp=1,pp=8,mbs=1");
+  CHECK(pp_link(s3.cluster, l3, 0, 1).intra_node());
+  CHECK_FALSE(pp_link(s3.cluster, l3, 1, 2).intra_node());
+  // tp 8: every stage is a node of its own.
+  const Layout l8 = resolved(s, "dp=1,tp=8,pp=2,mbs=1");
+  CHECK_FALSE(pp_link(s.cluster, l8, 0, 1).intra_node());
+  // The sends' time, per micro-batch, of 4096 x 4096 x 2 B = 32 MiB one way each step: stage 1 talks to
+  // stages 0 and 2 over NVLink (450 GB/s x 0.82 + 3.4 us); stage 3 to stage 4 over the network (50 GB/s x
+  // 0.94 + 14 us), the slower of its two links setting its steps; 2 steps (forward, backward) a micro-batch.
+  const double bytes = 4096.0 * 4096 * 2;
+  const double nvlink = 3.4e-6 + bytes / (450e9 * 0.82), net = 14e-6 + bytes / (50e9 * 0.94);
+  CHECK(term_seconds(s, l, 1, "pipeline sends") == Approx(2 * nvlink).epsilon(1e-9));
+  CHECK(term_seconds(s, l, 3, "pipeline sends") == Approx(2 * net).epsilon(1e-9));
+  CHECK(term_seconds(s, l, 4, "pipeline sends") == Approx(2 * net).epsilon(1e-9));
+  CHECK(term_seconds(s, l, 7, "pipeline sends") == Approx(2 * nvlink).epsilon(1e-9));
+}
+
 TEST_CASE("Flash attention at the GPU's measured FlashAttention-2 throughput (issue 15)", "[time]") {
   // The table interpolates log-linearly in s and linearly in the head dim
   // (H100 figures, Dao-AILab/flash-attention assets/flash2_h100_fwd_bwd_benchmark.png (c), (d)).
