@@ -650,24 +650,36 @@ GroupPlacement pp_link(const Cluster& c, const Layout& l, int a, int b) {
 
 namespace {
 
-// A stage's pipeline sends per micro-batch: at each of its v chunk steps
-// forward and backward, a send and a receive at once (batched), to and from
-// its two neighbours (the wrap-around neighbours with interleaving): the
-// slower of its two links sets the step. The link between two stages is
-// NVLink where every rank of the one shares a node with its peer in the other
-// (pp_link), the network otherwise.
+// A stage's pipeline sends per micro-batch. In 1F1B's steady state a stage's
+// forward step sends its output to the next stage while it receives the
+// gradient of an earlier micro-batch from that stage, and its backward step
+// sends the input gradient to the previous stage while it receives the next
+// input from it (Megatron send_forward_recv_backward, send_backward_recv_forward,
+// one batched isend/irecv each): each of its links carries one payload each way
+// at once, so each costs one transfer per micro-batch and chunk. A middle stage
+// (every stage with interleaving, the ring wrapping around) has two links, the
+// first and last stage one. A link is NVLink where every rank of the one stage
+// shares a node with its peer in the other (pp_link), the network otherwise;
+// `link_bytes(a)` is what the link between stages a and a + 1 (mod p) carries.
+template <class LinkBytes>
 double pipeline_p2p_time(const Model& m, const Training& t, const Layout& l, const Cluster& c, int stage,
-                         const GroupPlacement& tp) {
+                         const GroupPlacement& tp, LinkBytes&& link_bytes) {
   if (l.pp <= 1) return 0;
-  const int p = l.pp, wrap = l.vpp > 1;
-  const int prev = stage > 0 ? stage - 1 : wrap ? p - 1 : stage + 1;
-  const int next = stage < p - 1 ? stage + 1 : wrap ? 0 : stage - 1;
-  const double bytes = pipeline_send_bytes(m, t, l);
-  double one = std::max(group_p2p_time(c, pp_link(c, l, prev, stage), bytes),
-                        group_p2p_time(c, pp_link(c, l, stage, next), bytes));
-  if (!l.sp && t.pipeline_scatter_gather && l.tp > 1)
-    one += group_allgather_time(c, tp, tokens(t, l) * m.hidden_size * act_bytes(t));
-  return 2.0 * l.vpp * one;
+  const int p = l.pp;
+  const bool wrap = l.vpp > 1;
+  const double activation = pipeline_send_bytes(m, t, l);
+  auto link = [&](int a) {
+    const double bytes = link_bytes(a);
+    double time = group_p2p_time(c, pp_link(c, l, a, (a + 1) % p), bytes);
+    // Megatron 2021-2023 without SP: each tp rank sends 1/tp and the receiver all-gathers the pieces.
+    if (bytes == activation && !l.sp && t.pipeline_scatter_gather && l.tp > 1)
+      time += group_allgather_time(c, tp, tokens(t, l) * m.hidden_size * act_bytes(t));
+    return time;
+  };
+  double time = 0;
+  if (stage > 0 || wrap) time += link((stage + p - 1) % p);
+  if (stage < p - 1 || wrap) time += link(stage);
+  return l.vpp * time;
 }
 
 // Megatron's interleaved schedule with --overlap-p2p-communication (its default
@@ -1025,20 +1037,17 @@ PerLayer::StageFixed stage_fixed(const Spec& s, const Layout& l, int stage, cons
   if (holds_output) f.head_forward = output_head_forward_time(m, t, l, c), f.head_backward = output_head_backward_time(m, t, l, c);
   if (holds_loss) f.loss_forward = loss_forward_time(m, t, l, c), f.loss_backward = loss_backward_time(m, t, l, c);
   f.tp_edges = tp_embedding_output_comm_time(m, t, l, c, g.tp, first, holds_output);
-  f.pp = pipeline_p2p_time(m, t, l, c, stage, g.tp);
-  const int out_stage = pl.output_stage, ce_stage = pl.loss_stage;
-  if (out_stage != ce_stage && stage >= out_stage) {
-    // nanotron's split with the lm_head, the fp32 cast and the loss on
-    // different ranks: the logits go down the pipeline (bf16 to the cast's
-    // rank, fp32 on to the loss's) and their gradients come back; each rank
-    // pays for the transfers it sends or receives.
-    const double logits = tokens(t, l) * double((m.vocab_size + l.tp - 1) / l.tp);
-    const int cast = pl.cast_stage;
-    const double bf16 = group_p2p_time(c, pp_link(c, l, out_stage, cast), logits * act_bytes(t)),
-                 fp32 = group_p2p_time(c, pp_link(c, l, cast, ce_stage), logits * 4);
-    if (cast != out_stage && (stage == out_stage || stage == cast)) f.pp += 2 * bf16;
-    if (cast != ce_stage && (stage == cast || stage == ce_stage)) f.pp += 2 * fp32;
-  }
+  // nanotron's split with the lm_head, the fp32 cast and the loss on
+  // different (consecutive) ranks: what follows the lm_head down the pipeline
+  // is the logits, bf16 to the cast's rank, fp32 on to the loss's, their
+  // gradients coming back, instead of the s·b·h activation.
+  const int out_stage = pl.output_stage, ce_stage = pl.loss_stage, cast = pl.cast_stage;
+  const double logits = tokens(t, l) * double((m.vocab_size + l.tp - 1) / l.tp);
+  const double activation = pipeline_send_bytes(m, t, l);
+  f.pp = pipeline_p2p_time(m, t, l, c, stage, g.tp, [&](int a) {
+    if (out_stage == ce_stage || a < out_stage || a >= ce_stage) return activation;
+    return a == out_stage && cast != out_stage ? logits * act_bytes(t) : logits * 4;
+  });
   return f;
 }
 
@@ -1293,10 +1302,12 @@ StageMicrobatch stage_microbatch_with(const Spec& s, const Layout& l, int stage,
       pipeline_send_overlap(s, l, stage, fx.pp, r.forward_s, r.backward_s, overlap_contention(c, g.pp));
   if (ppo.on) r.pp_comm_s = ppo.exposed_s;
   sink.add("pipeline sends", r.pp_comm_s, [&] {
-    std::string text = fmt::format("2 x vpp {} sends of {:.4g} MB per micro-batch{}", l.vpp,
-                                   pipeline_send_bytes(m, t, l) / 1e6,
+    const int links = int(stage > 0 || l.vpp > 1) + int(stage < l.pp - 1 || l.vpp > 1);
+    std::string text = fmt::format("{} link{} x vpp {}, each carrying {:.4g} MB one way and its gradient the other "
+                                   "at once, per micro-batch{}",
+                                   links, links == 1 ? "" : "s", l.vpp, pipeline_send_bytes(m, t, l) / 1e6,
                                    out_stage != ce_stage && stage >= out_stage
-                                       ? ", + the logits between the output and loss ranks" : "");
+                                       ? " (the logits instead past the output rank)" : "");
     if (ppo.on)
       text += fmt::format(", {:.3f} ms each: in line in the warm-up and cool-down ({:.3g} of the rank's {:g} chunk "
                           "steps), else beside the other direction's chunk ({:.3f} ms forward, {:.3f} ms backward), "
