@@ -660,19 +660,20 @@ namespace {
 // (every stage with interleaving, the ring wrapping around) has two links, the
 // first and last stage one. A link is NVLink where every rank of the one stage
 // shares a node with its peer in the other (pp_link), the network otherwise;
-// `link_bytes(a)` is what the link between stages a and a + 1 (mod p) carries.
-template <class LinkBytes>
+// `logits_bytes(a)` is what the link between stages a and a + 1 (mod p)
+// carries where it is not the s·b·h activation (nanotron's logits), else 0.
+template <class LogitsBytes>
 double pipeline_p2p_time(const Model& m, const Training& t, const Layout& l, const Cluster& c, int stage,
-                         const GroupPlacement& tp, LinkBytes&& link_bytes) {
+                         const GroupPlacement& tp, LogitsBytes&& logits_bytes) {
   if (l.pp <= 1) return 0;
   const int p = l.pp;
   const bool wrap = l.vpp > 1;
-  const double activation = pipeline_send_bytes(m, t, l);
   auto link = [&](int a) {
-    const double bytes = link_bytes(a);
-    double time = group_p2p_time(c, pp_link(c, l, a, (a + 1) % p), bytes);
+    const GroupPlacement g = pp_link(c, l, a, (a + 1) % p);
+    if (const double logits = logits_bytes(a); logits > 0) return group_p2p_time(c, g, logits);
+    double time = group_p2p_time(c, g, pipeline_send_bytes(m, t, l));
     // Megatron 2021-2023 without SP: each tp rank sends 1/tp and the receiver all-gathers the pieces.
-    if (bytes == activation && !l.sp && t.pipeline_scatter_gather && l.tp > 1)
+    if (!l.sp && t.pipeline_scatter_gather && l.tp > 1)
       time += group_allgather_time(c, tp, tokens(t, l) * m.hidden_size * act_bytes(t));
     return time;
   };
@@ -1043,9 +1044,8 @@ PerLayer::StageFixed stage_fixed(const Spec& s, const Layout& l, int stage, cons
   // gradients coming back, instead of the s·b·h activation.
   const int out_stage = pl.output_stage, ce_stage = pl.loss_stage, cast = pl.cast_stage;
   const double logits = tokens(t, l) * double((m.vocab_size + l.tp - 1) / l.tp);
-  const double activation = pipeline_send_bytes(m, t, l);
   f.pp = pipeline_p2p_time(m, t, l, c, stage, g.tp, [&](int a) {
-    if (out_stage == ce_stage || a < out_stage || a >= ce_stage) return activation;
+    if (out_stage == ce_stage || a < out_stage || a >= ce_stage) return 0.0;
     return a == out_stage && cast != out_stage ? logits * act_bytes(t) : logits * 4;
   });
   return f;
