@@ -629,10 +629,6 @@ double pipeline_send_bytes(const Model& m, const Training& t, const Layout& l) {
   return l.sp || t.pipeline_scatter_gather ? whole / l.tp : whole;
 }
 
-namespace {
-
-}  // namespace
-
 GroupPlacement pp_link(const Cluster& c, const Layout& l, int a, int b) {
   GroupPlacement g;
   g.size = 2;
