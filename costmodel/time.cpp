@@ -635,10 +635,12 @@ GroupPlacement pp_link(const Cluster& c, const Layout& l, int a, int b) {
   if (a == b) return g;
   // Megatron order: a pipeline rank's tp·cp·dp ranks are consecutive, the
   // next pipeline rank's start tp·cp·dp further on.
+  // Every rank shares a node with its peer exactly when the two stages' ranks
+  // all lie on one node (a node boundary anywhere among them splits some pair).
   const long long stride = (long long)std::max(1, l.tp) * std::max(1, l.cp) * std::max(1, l.dp);
   const long long per_node = std::max(1, c.gpus_per_node);
-  bool same = stride < per_node;
-  for (long long r = 0; same && r < stride; ++r) same = (a * stride + r) / per_node == (b * stride + r) / per_node;
+  const long long first = std::min(a, b) * stride, last = std::max(a, b) * stride + stride - 1;
+  const bool same = first / per_node == last / per_node;
   g.nodes = same ? 1 : 2;
   g.ranks_per_node = same ? 2 : 1;
   return g;
@@ -658,12 +660,20 @@ namespace {
 // shares a node with its peer in the other (pp_link), the network otherwise;
 // `logits_bytes(a)` is what the link between stages a and a + 1 (mod p)
 // carries where it is not the s·b·h activation (nanotron's logits), else 0.
+struct PipelineLinks {
+  bool prev = false, next = false;  // a link to the previous stage, to the next one
+  int count() const { return int(prev) + int(next); }
+};
+PipelineLinks pipeline_links(const Layout& l, int stage) {
+  const bool wrap = l.vpp > 1;
+  return {stage > 0 || wrap, stage < l.pp - 1 || wrap};
+}
+
 template <class LogitsBytes>
 double pipeline_p2p_time(const Model& m, const Training& t, const Layout& l, const Cluster& c, int stage,
                          const GroupPlacement& tp, LogitsBytes&& logits_bytes) {
   if (l.pp <= 1) return 0;
   const int p = l.pp;
-  const bool wrap = l.vpp > 1;
   auto link = [&](int a) {
     const GroupPlacement g = pp_link(c, l, a, (a + 1) % p);
     if (const double logits = logits_bytes(a); logits > 0) return group_p2p_time(c, g, logits);
@@ -673,9 +683,10 @@ double pipeline_p2p_time(const Model& m, const Training& t, const Layout& l, con
       time += group_allgather_time(c, tp, tokens(t, l) * m.hidden_size * act_bytes(t));
     return time;
   };
+  const PipelineLinks links = pipeline_links(l, stage);
   double time = 0;
-  if (stage > 0 || wrap) time += link((stage + p - 1) % p);
-  if (stage < p - 1 || wrap) time += link(stage);
+  if (links.prev) time += link((stage + p - 1) % p);
+  if (links.next) time += link(stage);
   return l.vpp * time;
 }
 
@@ -1298,7 +1309,7 @@ StageMicrobatch stage_microbatch_with(const Spec& s, const Layout& l, int stage,
       pipeline_send_overlap(s, l, stage, fx.pp, r.forward_s, r.backward_s, overlap_contention(c, g.pp));
   if (ppo.on) r.pp_comm_s = ppo.exposed_s;
   sink.add("pipeline sends", r.pp_comm_s, [&] {
-    const int links = int(stage > 0 || l.vpp > 1) + int(stage < l.pp - 1 || l.vpp > 1);
+    const int links = pipeline_links(l, stage).count();
     std::string text = fmt::format("{} link{} x vpp {}, each carrying {:.4g} MB one way and its gradient the other "
                                    "at once, per micro-batch{}",
                                    links, links == 1 ? "" : "s", l.vpp, pipeline_send_bytes(m, t, l) / 1e6,
