@@ -634,7 +634,10 @@ GroupPlacement pp_link(const Cluster& c, const Layout& l, int a, int b) {
   g.size = 2;
   if (a == b) return g;
   // Megatron order: a pipeline rank's tp·cp·dp ranks are consecutive, the
-  // next pipeline rank's start tp·cp·dp further on.
+  // next pipeline rank's start tp·cp·dp further on (NVIDIA/Megatron-LM@d98e8a64
+  // megatron/core/parallel_state.py:617, order "tp-cp-ep-dp-pp"; nanotron the
+  // same, huggingface/nanotron@67c5ebb6 src/nanotron/parallel/context.py:70-77,
+  // ranks reshaped (ep, pp, dp, tp)).
   // Every rank shares a node with its peer exactly when the two stages' ranks
   // all lie on one node (a node boundary anywhere among them splits some pair).
   const long long stride = (long long)std::max(1, l.tp) * std::max(1, l.cp) * std::max(1, l.dp);
@@ -652,8 +655,10 @@ namespace {
 // forward step sends its output to the next stage while it receives the
 // gradient of an earlier micro-batch from that stage, and its backward step
 // sends the input gradient to the previous stage while it receives the next
-// input from it (Megatron send_forward_recv_backward, send_backward_recv_forward,
-// one batched isend/irecv each): each of its links carries one payload each way
+// input from it (NVIDIA/Megatron-LM@d98e8a64 megatron/core/pipeline_parallel/
+// schedules.py:2416, 2446: send_forward_recv_backward, send_backward_recv_forward;
+// p2p_communication.py:536-600 and :32-54, one batch_isend_irecv of the send and
+// the receive each): each of its links carries one payload each way
 // at once, so each costs one transfer per micro-batch and chunk. A middle stage
 // (every stage with interleaving, the ring wrapping around) has two links, the
 // first and last stage one. A link is NVLink where every rank of the one stage
