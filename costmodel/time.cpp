@@ -649,6 +649,12 @@ GroupPlacement pp_link(const Cluster& c, const Layout& l, int a, int b) {
   return g;
 }
 
+bool pipeline_crosses_nodes(const Cluster& c, const Layout& l) {
+  for (int a = 0; a + 1 < l.pp; ++a)
+    if (pp_link(c, l, a, a + 1).nodes > 1) return true;
+  return l.vpp > 1 && l.pp > 1 && pp_link(c, l, l.pp - 1, 0).nodes > 1;
+}
+
 namespace {
 
 // A stage's pipeline sends per micro-batch. In 1F1B's steady state a stage's
@@ -1542,6 +1548,16 @@ StepTime estimate_time_with(const Spec& s, const Layout& l, const PerLayer& laye
   // (HFU): a layout whose recompute lowers its MFU under the bound while the GPUs run more FLOP/s than
   // anyone has published is no more plausible than one predicted above it without recompute.
   if (r.best_published_mfu > 0 && r.hfu > r.best_published_mfu) r.warnings |= StepTime::kWarnMfuAboveBest;
+  // A framework whose pipeline receives poll with sleeps (nanotron's benchmark branch: TimeVariant::
+  // p2p_poll_sleep_s): over the network a poll finds the transfer unfinished and the host sleeps; each of a
+  // stage's tp ranks polls on its own and the stage's TP collectives wait for the last of them. Where a
+  // micro-batch is shorter than one sleep the measured runs scatter from on time to several times slower
+  // (costmodel/frameworks/nanotron.cpp): no term prices that, so the layout is flagged.
+  r.tp = l.tp;
+  r.p2p_poll_sleep_s = profile(t.framework).time.p2p_poll_sleep_s;
+  if (r.p2p_poll_sleep_s > 0 && l.pp > 1 && l.tp > 1 && r.microbatch_s < r.p2p_poll_sleep_s &&
+      pipeline_crosses_nodes(s.cluster, l))
+    r.warnings |= StepTime::kWarnPipelinePoll;
   return r;
 }
 
@@ -1565,6 +1581,12 @@ std::vector<std::string> warning_messages(const StepTime& t) {
                                                        : fmt::format("MFU {:.1f}%", 100 * t.mfu),
                             t.fp8 ? " in FP8" : "", 100 * t.best_published_mfu,
                             t.fp8 ? "best_published_mfu_fp8" : "best_published_mfu"));
+  if (t.warnings & StepTime::kWarnPipelinePoll)
+    w.push_back(fmt::format("pipeline stages on different nodes: the framework's receives poll their metadata with "
+                            "{:.0f} ms sleeps, each of a stage's {} tensor-parallel ranks on its own, and a micro-batch "
+                            "lasts {:.1f} ms on the slowest stage, under one sleep; such runs measure from on time to "
+                            "several times slower than predicted",
+                            t.p2p_poll_sleep_s * 1e3, t.tp, t.microbatch_s * 1e3));
   return w;
 }
 

@@ -56,11 +56,14 @@ struct StepTime {
   static constexpr unsigned kWarnTpAcrossNodes = 1u;  // the tp group spans nodes
   static constexpr unsigned kWarnSmallWork = 2u;      // per-layer work where fixed costs dominate
   static constexpr unsigned kWarnMfuAboveBest = 4u;   // MFU above the best published for the GPU
+  static constexpr unsigned kWarnPipelinePoll = 8u;   // pipeline receives over the network polled with sleeps
   unsigned warnings = 0;
   int tp_nodes = 1;              // nodes one tp group spans
   double layer_forward_s = 0;    // one layer's forward per micro-batch on one GPU
   double best_published_mfu = 0; // the cluster's for the run's precision, 0 = not given
   bool fp8 = false;              // FP8 training: best_published_mfu is the cluster's best_published_mfu_fp8
+  int tp = 1;                    // tensor-parallel ranks per stage (kWarnPipelinePoll's message)
+  double p2p_poll_sleep_s = 0;   // the framework's poll period (TimeVariant::p2p_poll_sleep_s)
 };
 
 // A layer forward per micro-batch shorter than this is dominated by what the
@@ -148,6 +151,8 @@ double pipeline_send_bytes(const Model& m, const Training& t, const Layout& l);
 // one node when every rank of stage a shares a node with its peer in stage b
 // (Megatron order, the pipeline's ranks tp·cp·dp apart), else across nodes.
 GroupPlacement pp_link(const Cluster& c, const Layout& l, int a, int b);
+// Whether some link between neighbouring pipeline ranks crosses nodes.
+bool pipeline_crosses_nodes(const Cluster& c, const Layout& l);
 // Bytes one rank sends to other ranks in one expert-parallel all-to-all
 // (dispatch, or combine the other way) per MoE layer and micro-batch: its
 // s/cp·b/tp tokens x top-k x hidden x bytes x (ep−1)/ep (1/ep stays local).

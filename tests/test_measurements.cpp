@@ -711,6 +711,52 @@ TEST_CASE("nanotron's data-parallel collectives in line with compute: the Playbo
   CHECK(median(abs_err) < 0.08);
 }
 
+// nanotron's pipeline polling (costmodel/frameworks/nanotron.cpp, TimeVariant::p2p_poll_sleep_s): the
+// benchmark branch's receives poll each metadata transfer with 0.1 s sleeps. The Playbook's pipelines that stay on
+// one node, or whose micro-batches outlast a sleep, or that run tp 1, are priced as the pp = 1 runs are; those that
+// cross nodes at tp 2-8 with micro-batches shorter than a sleep run from on time to several times slower, with no
+// order a term could follow: paraplan flags them (StepTime::kWarnPipelinePoll) instead of pricing them.
+TEST_CASE("nanotron pipeline polling: across nodes at tp > 1, micro-batches under one sleep, flagged as measured",
+          "[measurements]") {
+  const std::vector<TimedRow> rows = read_timed_rows();
+  std::vector<double> flagged, unflagged, slot_ratio[9];
+  int flagged_slow = 0, flagged_high_mfu = 0;
+  for (const TimedRow& r : rows) {
+    if (r.pp == 1 || r.tp > 8 || r.nodes > 32) continue;  // 64 nodes: every layout collapses (issue 15 notes)
+    Layout l;
+    const Spec s = playbook_spec(r.model, r.nodes, r.dp, r.tp, r.pp, r.zero, r.mbs, r.grad_accum, &l);
+    if (resolve_layout(s, &l)) continue;  // 2 of the 1,127 runs are not expressible (see above)
+    const StepTime t = estimate_time(s, l);
+    const double e = t.tokens_per_s / l.gpus() / r.tokens_per_s_per_gpu - 1;
+    const bool flag = t.warnings & StepTime::kWarnPipelinePoll;
+    (flag ? flagged : unflagged).push_back(flag ? e : std::abs(e));
+    if (flag) flagged_slow += e > 0.25, flagged_high_mfu += r.mfu_pct >= 30;
+    // Micro-batches under a sleep on a pipeline across nodes, ZeRO-1: measured / predicted time of a micro-batch
+    // slot by tp (the step over m + p - 1 slots).
+    if (r.zero == 1 && pipeline_crosses_nodes(s.cluster, l) && t.microbatch_s < 0.1 && t.microbatch_s > 0.04) {
+      const double measured_step = double(r.dp) * r.mbs * r.grad_accum * 4096 / (r.tokens_per_s_per_gpu * l.gpus());
+      slot_ratio[r.tp].push_back(measured_step / t.step_s);
+    }
+  }
+  const double med_flagged = median(flagged), med_unflagged = median(unflagged);
+  WARN("nanotron pp > 1 runs (tp <= 8, <= 32 nodes): " << flagged.size() << " flagged (pipeline across nodes, tp > 1, "
+       << "micro-batch under 0.1 s): median signed error +" << 100 * med_flagged << "%, " << flagged_slow
+       << " of them over 25% fast, " << flagged_high_mfu << " with MFU >= 30%; " << unflagged.size()
+       << " not flagged: median |error| " << 100 * med_unflagged << "%; measured / predicted step at 40-100 ms "
+       << "micro-batches across nodes (ZeRO-1), tp 1/2/4/8: " << median(slot_ratio[1]) << " / " << median(slot_ratio[2])
+       << " / " << median(slot_ratio[4]) << " / " << median(slot_ratio[8]));
+  CHECK(flagged.size() >= 250);
+  CHECK(med_flagged > 1.0);                          // predicted over twice the measured throughput
+  CHECK(flagged_slow * 10 >= int(flagged.size()) * 7);  // most of them far off
+  CHECK(flagged_high_mfu * 20 <= int(flagged.size()));  // few of the well-running layouts caught
+  CHECK(med_unflagged < 0.15);
+  // The pace grows with the tp ranks that each poll on their own: tp 1 on time.
+  CHECK(median(slot_ratio[1]) < 1.15);
+  CHECK(median(slot_ratio[2]) > median(slot_ratio[1]));
+  CHECK(median(slot_ratio[4]) > median(slot_ratio[2]));
+  CHECK(median(slot_ratio[8]) > median(slot_ratio[4]));
+}
+
 // nanotron's host floor (costmodel/frameworks/nanotron.cpp, TimeVariant::host_layer_tp_s):
 // the Playbook's runs with tp 4 or 8 at micro-batch 1 take the same time per
 // layer per micro-batch whatever the model, far above the GPU's work: the host

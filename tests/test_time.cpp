@@ -852,6 +852,44 @@ TEST_CASE("Time warnings: tp across nodes, work too small to price, MFU above th
   CHECK(small.warnings == StepTime::kWarnSmallWork);
 }
 
+TEST_CASE("Time warnings: nanotron's polled pipeline receives across nodes at tp > 1 (issue 15)", "[time]") {
+  // Llama-2-7B (32 layers) under nanotron on 2 nodes of 8: dp 2, tp 4, pp 2 puts stage 0 on node 0 and stage 1
+  // on node 1 (ranks reshaped (pp, dp, tp): 8 ranks a stage), so the one pipeline link crosses nodes. At
+  // micro-batch 1 a stage's 16 layers take 16 x 4.63 ms = 74 ms of host dispatch (more than the GPU's work):
+  // shorter than the 0.1 s the receives sleep between polls.
+  Spec s = spec(2, 64);
+  s.training.framework = Framework::kNanotron;
+  REQUIRE(profile(Framework::kNanotron).time.p2p_poll_sleep_s == 0.1);
+  const Layout across = resolved(s, "dp=2,tp=4,pp=2,sp=1,zero=1,mbs=1");
+  CHECK(pipeline_crosses_nodes(s.cluster, across));
+  const StepTime t = estimate_time(s, across);
+  REQUIRE(t.microbatch_s >= 16 * 4.63e-3 * (1 - 1e-9));  // the host floor, plus the pipeline send
+  REQUIRE(t.microbatch_s < 0.1);
+  CHECK(t.warnings == StepTime::kWarnPipelinePoll);
+  const std::vector<std::string> w = warning_messages(t);
+  REQUIRE(w.size() == 1);
+  CHECK(w[0].find("100 ms sleeps") != std::string::npos);
+  CHECK(w[0].find("4 tensor-parallel ranks") != std::string::npos);
+  CHECK(w[0].find(fmt::format("lasts {:.1f} ms", t.microbatch_s * 1e3)) != std::string::npos);
+  // The same stages on one node (dp 1): NVLink, no flag.
+  Spec one = s;
+  one.num_nodes = 1;
+  one.training.global_batch_size = 32;
+  const Layout local = resolved(one, "dp=1,tp=4,pp=2,sp=1,zero=1,mbs=1");
+  CHECK_FALSE(pipeline_crosses_nodes(one.cluster, local));
+  CHECK(estimate_time(one, local).warnings == 0);
+  // tp 1: one rank per stage polls; the measured runs keep time (dp 8, tp 1, pp 2 on 2 nodes).
+  CHECK_FALSE(estimate_time(s, resolved(s, "dp=8,tp=1,pp=2,zero=1,mbs=1")).warnings & StepTime::kWarnPipelinePoll);
+  // Micro-batches longer than a sleep: micro-batch 8 takes over 0.1 s of GPU work a stage.
+  const StepTime longer = estimate_time(s, resolved(s, "dp=2,tp=4,pp=2,sp=1,zero=1,mbs=8"));
+  REQUIRE(longer.microbatch_s > 0.1);
+  CHECK_FALSE(longer.warnings & StepTime::kWarnPipelinePoll);
+  // Megatron batches its sends with no polling.
+  Spec meg = s;
+  meg.training.framework = Framework::kMegatron;
+  CHECK_FALSE(estimate_time(meg, across).warnings & StepTime::kWarnPipelinePoll);
+}
+
 TEST_CASE("nanotron's host time per layer: a micro-batch lasts at least its layers' dispatch at tp > 1 (issue 15)",
           "[time]") {
   // Llama-2-7B widths cut to 4 layers under nanotron at tp 8 and micro-batch

@@ -163,6 +163,22 @@ const Profile& nanotron_profile() {
         "(optim/gradient_accumulator.py:333-392, parallel/tensor_parallel/functional.py:167-212, 289-338); "
         "mechanism: NCCL blocks waiting for SMs held by compute kernels (Cui & Pericas 2026, arXiv 2606.09200; "
         "Lee et al. 2025, arXiv 2507.03114)";
+    // Its pipeline receives poll (the benchmark branch's p2p.py, rewritten in the 2024-12-27 commit the Playbook
+    // ran): every send_tensors / recv_tensors between stages (each activation and each gradient, state.py:23, 32,
+    // 53, 80) first exchanges two metadata tensors, each with `while not work.is_completed(): ... time.sleep(0.1)`
+    // on both sides (p2p.py:293-301, 329-337 send; 367-376, 406-414 receive), the receive's .tolist() syncing the
+    // host. A poll that finds the transfer unfinished sleeps 0.1 s; each tp rank of a stage polls on its own, and
+    // the stage's TP collectives wait for the last. MEASURED on the Playbook's pp > 1 runs (tests/
+    // test_measurements.cpp): pipelines on one node and those across nodes at tp 1 or with micro-batches longer
+    // than a sleep are priced as the pp = 1 runs; across nodes at tp 2-8 with micro-batches under 0.1 s the
+    // measured step is 1.4x (tp 2), 2.5x (tp 4), 4.1x (tp 8) the predicted one at the median, scattered from on
+    // time to 10x: no term is fitted, the layouts are flagged (StepTime::kWarnPipelinePoll).
+    q.time.p2p_poll_sleep_s = 0.1;
+    q.time.p2p_poll =
+        NT "src/nanotron/parallel/pipeline_parallel/p2p.py:293-301, 329-337, 367-376, 406-414 (time.sleep(0.1) while "
+           "a metadata isend/irecv is not is_completed()), :441-507 (send_tensors / recv_tensors), state.py:23, 32, 53, "
+           "80; MEASURED: Ultra-Scale Playbook pp > 1 runs across nodes, tp 2-8, micro-batches under 0.1 s: predicted "
+           "step x1.4-4.1 at the median (tests/test_measurements.cpp)";
     q.time.host_layer_tp_s = 4.63e-3;
     q.time.host_layer =
         "MEASURED: Ultra-Scale Playbook nanotron@67c5ebb6 runs, pp 1, tp 4-8, micro-batch 1, <= 16 nodes: median 4.63 ms "

@@ -247,6 +247,13 @@ struct TimeVariant {
   // overlap.
   bool collectives_overlap_compute = true;
   Source collectives_overlap = "";
+  // The pipeline's receives poll their metadata exchange with sleeps of this
+  // period (the host sleeps whenever the transfer is not complete at a poll);
+  // 0: no such polling. Where a pipeline link crosses nodes, tp > 1 and a
+  // micro-batch of the slowest stage is shorter than one sleep, the time
+  // model cannot vouch for the layout (StepTime::kWarnPipelinePoll).
+  double p2p_poll_sleep_s = 0;
+  Source p2p_poll = "";
   // That time for a layout of `tp`: 0 where it is not measured (tp 1, or none given).
   double host_layer_s(int tp) const { return tp > 1 ? host_layer_tp_s : 0.0; }
   // The passes and their source for a run: the fused ones when asked for and the framework has them.
