@@ -1319,6 +1319,7 @@ StageMicrobatch stage_microbatch_with(const Spec& s, const Layout& l, int stage,
   const PipelineOverlap ppo =
       pipeline_send_overlap(s, l, stage, fx.pp, r.forward_s, r.backward_s, overlap_contention(c, g.pp));
   if (ppo.on) r.pp_comm_s = ppo.exposed_s;
+  const bool polled = sink.out && tv.p2p_poll_sleep_s > 0 && l.pp > 1 && pipeline_crosses_nodes(c, l);
   sink.add("pipeline sends", r.pp_comm_s, [&] {
     const int links = pipeline_links(l, stage).count();
     std::string text = fmt::format("{} link{} x vpp {}, each carrying {:.4g} MB one way and its gradient the other "
@@ -1333,8 +1334,12 @@ StageMicrobatch stage_microbatch_with(const Spec& s, const Layout& l, int stage,
                           "backward send exposed",
                           ppo.one_s * 1e3, ppo.warm_steps, ppo.steps, r.forward_s / l.vpp * 1e3,
                           r.backward_s / l.vpp * 1e3, ppo.forward_exposed_s * 1e3, ppo.backward_exposed_s * 1e3);
+    if (polled)
+      text += fmt::format("; over the network the framework's receives poll their metadata with {:.0f} ms sleeps, not "
+                          "priced (a warning says where the time model cannot vouch for the layout)",
+                          tv.p2p_poll_sleep_s * 1e3);
     return text;
-  }, ppo.on ? tv.p2p_overlap : "");
+  }, ppo.on ? tv.p2p_overlap : polled ? tv.p2p_poll : "");
   const CpRing ring = cp_ring_exposed_time(m, t, l, c, g.cp, f.core);
   r.cp_comm_s = layers * (ring.forward_s + ring.backward_s) + recomputed * ring.forward_s;
   sink.add("context-parallel ring (exposed)", r.cp_comm_s,

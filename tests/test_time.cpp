@@ -871,6 +871,13 @@ TEST_CASE("Time warnings: nanotron's polled pipeline receives across nodes at tp
   CHECK(w[0].find("100 ms sleeps") != std::string::npos);
   CHECK(w[0].find("4 tensor-parallel ranks") != std::string::npos);
   CHECK(w[0].find(fmt::format("lasts {:.1f} ms", t.microbatch_s * 1e3)) != std::string::npos);
+  // explain's pipeline-sends term names the polling and cites it.
+  const auto sends_source = [](const Spec& sp, const Layout& l) {
+    for (const TimeTerm& term : stage_time_terms(sp, l, 0))
+      if (term.name == "pipeline sends") return std::string(term.source);
+    return std::string("(no term)");
+  };
+  CHECK(sends_source(s, across).find("p2p.py:293-301") != std::string::npos);
   // The same stages on one node (dp 1): NVLink, no flag.
   Spec one = s;
   one.num_nodes = 1;
@@ -878,6 +885,7 @@ TEST_CASE("Time warnings: nanotron's polled pipeline receives across nodes at tp
   const Layout local = resolved(one, "dp=1,tp=4,pp=2,sp=1,zero=1,mbs=1");
   CHECK_FALSE(pipeline_crosses_nodes(one.cluster, local));
   CHECK(estimate_time(one, local).warnings == 0);
+  CHECK(sends_source(one, local).find("p2p.py") == std::string::npos);
   // tp 1: one rank per stage polls; the measured runs keep time (dp 8, tp 1, pp 2 on 2 nodes).
   CHECK_FALSE(estimate_time(s, resolved(s, "dp=8,tp=1,pp=2,zero=1,mbs=1")).warnings & StepTime::kWarnPipelinePoll);
   // Micro-batches longer than a sleep: micro-batch 8 takes over 0.1 s of GPU work a stage.
