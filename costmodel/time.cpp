@@ -649,12 +649,6 @@ GroupPlacement pp_link(const Cluster& c, const Layout& l, int a, int b) {
   return g;
 }
 
-bool pipeline_crosses_nodes(const Cluster& c, const Layout& l) {
-  for (int a = 0; a + 1 < l.pp; ++a)
-    if (pp_link(c, l, a, a + 1).nodes > 1) return true;
-  return l.vpp > 1 && l.pp > 1 && pp_link(c, l, l.pp - 1, 0).nodes > 1;
-}
-
 namespace {
 
 // A stage's pipeline sends per micro-batch. In 1F1B's steady state a stage's
@@ -679,6 +673,16 @@ PipelineLinks pipeline_links(const Layout& l, int stage) {
   const bool wrap = l.vpp > 1;
   return {stage > 0 || wrap, stage < l.pp - 1 || wrap};
 }
+
+}  // namespace
+
+bool pipeline_crosses_nodes(const Cluster& c, const Layout& l) {
+  for (int a = 0; a < l.pp; ++a)  // each stage's link to the next one, where it has one
+    if (pipeline_links(l, a).next && pp_link(c, l, a, (a + 1) % l.pp).nodes > 1) return true;
+  return false;
+}
+
+namespace {
 
 template <class LogitsBytes>
 double pipeline_p2p_time(const Model& m, const Training& t, const Layout& l, const Cluster& c, int stage,
@@ -1520,11 +1524,12 @@ StepTime estimate_time_with(const Spec& s, const Layout& l, const PerLayer& laye
              r.host_wait_s;
 
   const Training& t = s.training;
+  const Profile& prof = profile(t.framework);
   const double gpus = l.gpus(), peak = s.cluster.gpu.peak_tflops_bf16 * 1e12;
   r.model_flops_per_step = layer.model_flops;  // model_flops_per_step()
   r.hardware_flops_per_step =  // = hardware_flops_per_step(), without recounting the model FLOPs
       r.model_flops_per_step +
-      (profile(t.framework).act.op_sac && l.recompute == Recompute::kSelective
+      (prof.act.op_sac && l.recompute == Recompute::kSelective
            ? layer.op_sac_flops  // op_sac_recompute_flops()
            : recompute_flops(s.model, layer.recompute_parts, l.recompute, t.flash_attention, recomputed_fraction(s.model, l)));
   r.tokens_per_s = double(t.global_batch_size) * t.seq_length / r.step_s;
@@ -1545,7 +1550,7 @@ StepTime estimate_time_with(const Spec& s, const Layout& l, const PerLayer& laye
   if (r.tp_nodes > 1) r.warnings |= StepTime::kWarnTpAcrossNodes;
   // Small work: fixed costs the model does not price dominate, unless the
   // framework's measured host time per layer prices them (tp > 1).
-  if (s.model.num_layers > 0 && r.layer_forward_s < kSmallLayerForwardS && profile(t.framework).time.host_layer_s(l.tp) <= 0)
+  if (s.model.num_layers > 0 && r.layer_forward_s < kSmallLayerForwardS && prof.time.host_layer_s(l.tp) <= 0)
     r.warnings |= StepTime::kWarnSmallWork;
   // The published figures count the FLOPs the GPUs ran: Narayanan et al. 2021 (A100, 52 %) count the
   // recomputed forward (their eq. 3, 96·B·s·l·h² with full recompute), Megatron-LM's H100 table and NeMo's
@@ -1559,7 +1564,7 @@ StepTime estimate_time_with(const Spec& s, const Layout& l, const PerLayer& laye
   // micro-batch is shorter than one sleep the measured runs scatter from on time to several times slower
   // (costmodel/frameworks/nanotron.cpp): no term prices that, so the layout is flagged.
   r.tp = l.tp;
-  r.p2p_poll_sleep_s = profile(t.framework).time.p2p_poll_sleep_s;
+  r.p2p_poll_sleep_s = prof.time.p2p_poll_sleep_s;
   if (r.p2p_poll_sleep_s > 0 && l.pp > 1 && l.tp > 1 && r.microbatch_s < r.p2p_poll_sleep_s &&
       pipeline_crosses_nodes(s.cluster, l))
     r.warnings |= StepTime::kWarnPipelinePoll;
