@@ -36,6 +36,11 @@ struct MemoryBreakdown {
   // synchronizes and frees them (CUDACachingAllocator release_cached_blocks),
   // so they never make a layout fail and are not part of total()/device().
   std::int64_t held_for_streams = 0;
+  // The same blocks before that cap: what the framework would keep held with
+  // the host a forward ahead of the GPU and room enough. Where device() plus
+  // these exceed the usable memory, the layout fits only if the allocator
+  // flushes its cache mid-step (MemoryEstimate::flush_risk).
+  std::int64_t held_wanted = 0;
   std::int64_t& operator[](Category c) { return bytes[int(c)]; }
   std::int64_t operator[](Category c) const { return bytes[int(c)]; }
   // Everything that must fit: what nvidia-smi shows (= device()).
@@ -127,6 +132,14 @@ struct MemoryEstimate {
   std::int64_t device_bytes = 0;    // heaviest stage: what must fit (nvidia-smi)
   std::int64_t margin_bytes = 0;    // usable − peak (negative: does not fit)
   bool fits = false;
+  // The most any stage's device figure plus the stream-held blocks it would
+  // keep (MemoryBreakdown::held_wanted) comes to, and whether that exceeds the
+  // usable memory for a layout that fits: then the caching allocator must
+  // synchronize and free those blocks mid-step (CUDACachingAllocator
+  // release_cached_blocks), which a run survives only if the freed blocks are
+  // not stranded in split segments (memory_warning_message says more).
+  std::int64_t with_held_bytes = 0;
+  bool flush_risk = false;
   std::int64_t params_total = 0;
   std::int64_t params_per_rank = 0;  // heaviest stage, before ZeRO sharding
   const MemoryBreakdown& heaviest() const { return stages[heaviest_stage]; }
@@ -137,6 +150,7 @@ MemoryEstimate estimate_memory(const Spec& spec, const Layout& layout);
 struct PeakMemory {
   int stage = 0;
   std::int64_t bytes = 0;
+  std::int64_t with_held = 0;  // MemoryEstimate::with_held_bytes over the stages evaluated
 };
 // Per-search memo of a layer's memory terms (saved bytes, rounding slack,
 // transient peak), which ZeRO and the recompute method do not change: a
@@ -155,6 +169,11 @@ class MemoryCache {
   std::unique_ptr<Impl> impl_;
 };
 PeakMemory peak_memory(const Spec& spec, const Layout& layout, MemoryCache* cache = nullptr);
+
+// The memory warning of a layout that fits only with an allocator flush
+// (MemoryEstimate::flush_risk), with its figures; empty when there is none.
+std::string memory_warning_message(std::int64_t device_bytes, std::int64_t with_held_bytes, std::int64_t usable_bytes);
+std::string memory_warning_message(const MemoryEstimate& e);
 
 std::int64_t gpu_memory_bytes(const Cluster& c);
 std::int64_t usable_memory_bytes(const Spec& s);

@@ -167,6 +167,10 @@ int run_cli(int argc, char** argv, std::ostream& out) {
   CLI::App* check = app.add_subcommand(
       "check", "CI gate: exit 0 if the heaviest rank fits within the headroom, 1 if not, 2 on bad input");
   add_layout_options(check, &ck);
+  bool strict = false;
+  check->add_flag("--strict", strict,
+                  "exit 1 also when the layout fits only if PyTorch's caching allocator flushes mid-step (the "
+                  "blocks held for the NCCL stream would not fit: see the warning)");
   check->add_flag("-v,--verbose", verbose,
                   "print the verdict line also when the layout fits, and list the --megatron-args flags paraplan "
                   "does not read (stderr)");
@@ -246,7 +250,7 @@ int run_cli(int argc, char** argv, std::ostream& out) {
     const StepTime t = estimate_time(l.spec, l.layout);
     if (l.format == Format::kJson) {
       nlohmann::json j = explain_json(l.spec, l.layout, e, ExplainOptions{formulas, stage});
-      add_time_json(&j, t);
+      add_time_json(&j, t, memory_warning_message(e));
       j["defaults"] = l.defaults;
       out << j.dump(2) << "\n";
     } else {
@@ -265,16 +269,17 @@ int run_cli(int argc, char** argv, std::ostream& out) {
     const StepTime t = estimate_time(l.spec, l.layout);
     if (l.format == Format::kJson) {
       nlohmann::json j = layout_json(l.spec, l.layout, e);
-      add_time_json(&j, t);
+      add_time_json(&j, t, memory_warning_message(e));
       j["defaults"] = l.defaults;
       out << j.dump(2) << "\n";
-    } else if (!e.fits || verbose) {
-      if (const std::string d = defaults_text(l.defaults); verbose && !d.empty())
-        out << (l.format == Format::kMarkdown ? "- " : "") << d << "\n";
-      out << (l.format == Format::kMarkdown ? "- " : "") << check_summary(l.spec, l.layout, e)
+    } else if (!e.fits || e.flush_risk || verbose) {
+      const char* item = l.format == Format::kMarkdown ? "- " : "";
+      if (const std::string d = defaults_text(l.defaults); verbose && !d.empty()) out << item << d << "\n";
+      out << item << check_summary(l.spec, l.layout, e)
           << fmt::format("; predicted step {:.3f} s, MFU {:.1f}%", t.step_s, 100 * t.mfu) << "\n";
+      if (e.flush_risk) out << item << "warning: " << memory_warning_message(e) << "\n";
     }
-    return e.fits ? 0 : 1;
+    return e.fits && !(strict && e.flush_risk) ? 0 : 1;
   }
   if (plan->parsed()) {
     Format f;

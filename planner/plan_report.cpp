@@ -43,11 +43,19 @@ json flops_json(const StepTime& t) {
           {"hardware_per_step", t.hardware_flops_per_step}};
 }
 
-void add_time_json(json* j, const StepTime& t) {
+void add_time_json(json* j, const StepTime& t, const std::string& memory_warning) {
   (*j)["time"] = time_json(t);
   (*j)["throughput"] = throughput_json(t);
   (*j)["flops"] = flops_json(t);
-  (*j)["warnings"] = warning_messages(t);
+  std::vector<std::string> w = warning_messages(t);
+  if (!memory_warning.empty()) w.insert(w.begin(), memory_warning);
+  (*j)["warnings"] = w;
+}
+
+std::vector<std::string> candidate_warnings(const Plan& plan, const Candidate& c) {
+  std::vector<std::string> w = warning_messages(c.time);
+  if (c.flush_risk) w.insert(w.begin(), memory_warning_message(c.peak_bytes, c.with_held_bytes, plan.usable_bytes));
+  return w;
 }
 
 std::string time_text(const StepTime& t, const Layout& l) {
@@ -87,10 +95,10 @@ std::string why_recommended(const Plan& plan) {
 PassedOver passed_over(const Plan& plan) {
   PassedOver r;
   const Candidate* a = plan.recommended();
-  if (!a || a->time.warnings) return r;  // every fitting layout warned: the fastest is recommended
+  if (!a || a->warned()) return r;  // every fitting layout warned: the fastest is recommended
   for (const Candidate& c : plan.candidates) {
     if (!c.fits) break;
-    if (c.time.warnings && c.time.step_s < a->time.step_s) {
+    if (c.warned() && c.time.step_s < a->time.step_s) {
       ++r.count;
       if (!r.fastest || c.time.step_s < r.fastest->time.step_s) r.fastest = &c;
     }
@@ -102,7 +110,7 @@ std::string passed_over_text(const Plan& plan) {
   const PassedOver p = passed_over(plan);
   if (!p.fastest) return "";
   const Candidate& a = *plan.recommended();
-  const std::vector<std::string> w = warning_messages(p.fastest->time);
+  const std::vector<std::string> w = candidate_warnings(plan, *p.fastest);
   return fmt::format("{} fitting layout{} predicted faster rank{} after it for a warning; the fastest, {}, is predicted "
                      "{:.1f}% faster ({:.3f} s), but {}",
                      p.count, p.count == 1 ? "" : "s", p.count == 1 ? "s" : "", to_string(p.fastest->layout),
@@ -164,12 +172,15 @@ std::string why_faster(const Candidate& a, const Candidate& b, const char* what)
 
 namespace {
 
-json candidate_json(const Candidate& c) {
+json candidate_json(const Plan& p, const Candidate& c) {
   json j = {{"layout", to_string(c.layout)},
             {"fits", c.fits},
             {"peak_memory_bytes", c.peak_bytes},
+            {"with_held_bytes", c.with_held_bytes},
+            {"flush_risk", c.flush_risk},
             {"heaviest_stage", c.peak_stage}};
   add_time_json(&j, c.time);
+  j["warnings"] = candidate_warnings(p, c);
   return j;
 }
 
@@ -241,21 +252,22 @@ json plan_json(const Spec& s, const Plan& p, int top, const json& defaults) {
   j["search_seconds"] = p.search_seconds;
   json cands = json::array();
   const int n = std::min<int>(top, int(p.candidates.size()));
-  for (int i = 0; i < n; ++i) cands.push_back(candidate_json(p.candidates[i]));
+  for (int i = 0; i < n; ++i) cands.push_back(candidate_json(p, p.candidates[i]));
   j["candidates"] = cands;
   json pareto = json::array();
-  for (int i : p.pareto) pareto.push_back(candidate_json(p.candidates[i]));
+  for (int i : p.pareto) pareto.push_back(candidate_json(p, p.candidates[i]));
   j["pareto"] = pareto;
   if (const Candidate* r = p.recommended()) {
     Layout l = r->layout;
-    json rec = layout_json(s, l, estimate_memory(s, l));
-    add_time_json(&rec, r->time);
+    const MemoryEstimate me = estimate_memory(s, l);
+    json rec = layout_json(s, l, me);
+    add_time_json(&rec, r->time, memory_warning_message(me));
     rec["why"] = why_recommended(p);
     if (const PassedOver po = passed_over(p); po.fastest)
       rec["passed_over"] = {{"count", po.count},
                             {"fastest", to_string(po.fastest->layout)},
                             {"step_s", po.fastest->time.step_s},
-                            {"warnings", warning_messages(po.fastest->time)}};
+                            {"warnings", candidate_warnings(p, *po.fastest)}};
     if (s.model.is_moe()) rec["why_expert_parallel"] = why_expert_parallel(p);
     j["recommended"] = rec;
   } else {
@@ -347,7 +359,7 @@ std::string render_plan(Format f, const Spec& s, const Plan& p, int top, const j
   }
   std::string warned;
   for (int i = 0; i < n; ++i)
-    for (const std::string& w : warning_messages(p.candidates[i].time))
+    for (const std::string& w : candidate_warnings(p, p.candidates[i]))
       warned += fmt::format("{}#{}: warning: {}\n", md ? "- " : "", i + 1, w);
   if (!warned.empty())
     o += fmt::format("\n{}Layouts with a warning rank after those without; the recommendation has none when "

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <vector>
 
 #include "costmodel/time.hpp"
 #include "planner/report.hpp"
@@ -19,8 +20,12 @@ nlohmann::json throughput_json(const StepTime& t);
 // {"model_per_step", "hardware_per_step"}
 nlohmann::json flops_json(const StepTime& t);
 
-// Adds "time", "throughput", "flops" to a one-layout JSON document.
-void add_time_json(nlohmann::json* j, const StepTime& t);
+// Adds "time", "throughput", "flops" and "warnings" to a one-layout JSON
+// document; `memory_warning` (memory_warning_message), when not empty, is the
+// first warning.
+void add_time_json(nlohmann::json* j, const StepTime& t, const std::string& memory_warning = std::string());
+// A candidate's warnings: the memory one (an allocator flush), then the time ones.
+std::vector<std::string> candidate_warnings(const Plan& plan, const Candidate& c);
 // The time breakdown as text lines (explain, check -v, plan).
 std::string time_text(const StepTime& t, const Layout& l);
 

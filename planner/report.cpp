@@ -32,6 +32,7 @@ json memory_json(const MemoryBreakdown& m) {
   // The three figures a run reports (torch.cuda.max_memory_allocated,
   // max_memory_reserved, and nvidia-smi's used memory = what must fit).
   j["held_for_streams_bytes"] = m.held_for_streams;
+  j["held_wanted_bytes"] = m.held_wanted;
   j["allocated_bytes"] = m.allocated();
   j["reserved_bytes"] = m.reserved();
   j["device_bytes"] = m.device();
@@ -50,6 +51,8 @@ json layout_json(const Spec& s, const Layout& l, const MemoryEstimate& e) {
   j["headroom_bytes"] = e.headroom_bytes;
   j["usable_memory_bytes"] = e.usable_bytes;
   j["margin_bytes"] = e.margin_bytes;
+  j["with_held_bytes"] = e.with_held_bytes;
+  j["flush_risk"] = e.flush_risk;
   j["heaviest_stage"] = e.heaviest_stage;
   j["heaviest_rank"] = e.heaviest_rank;
   j["memory"] = memory_json(e.heaviest());
@@ -128,6 +131,12 @@ static std::string held_text(const MemoryEstimate& e) {
                   : std::string();
 }
 
+// The allocator-flush warning as a line of its own ("" when none).
+static std::string flush_text(const MemoryEstimate& e) {
+  const std::string w = memory_warning_message(e);
+  return w.empty() ? w : "warning: " + w + "\n";
+}
+
 std::string verdict(const Spec& s, const MemoryEstimate& e) {
   return fmt::format(
       "GPU {} GiB - headroom {:g}% ({} GiB) = usable {} GiB; heaviest rank {} (stage {}): {} GiB on the device "
@@ -135,7 +144,7 @@ std::string verdict(const Spec& s, const MemoryEstimate& e) {
       gib(e.gpu_bytes), s.memory_headroom * 100, gib(e.headroom_bytes), gib(e.usable_bytes),
       e.heaviest_rank, e.heaviest_stage, gib(e.device_bytes), gib(e.allocated_bytes), gib(e.reserved_bytes),
       held_text(e), e.fits ? "FITS" : "DOES NOT FIT",
-      gib(e.margin_bytes));
+      gib(e.margin_bytes)) + flush_text(e);
 }
 
 std::string formulas_text(const Spec& s, const Layout& l, int stage, bool markdown) {

@@ -28,7 +28,10 @@ Candidate evaluate(const Spec& s, const Layout& l, EvalCache* cache) {
   const PeakMemory p = peak_memory(s, l, cache ? &cache->memory : nullptr);
   c.peak_stage = p.stage;
   c.peak_bytes = p.bytes;
-  c.fits = p.bytes <= usable_memory_bytes(s);
+  const std::int64_t usable = usable_memory_bytes(s);
+  c.fits = p.bytes <= usable;
+  c.with_held_bytes = p.with_held;
+  c.flush_risk = c.fits && p.with_held > usable;
   c.time = estimate_time(s, l, cache ? &cache->time : nullptr);
   return c;
 }
@@ -206,7 +209,7 @@ struct RankKey {
 };
 
 RankKey rank_key(const Candidate& x, int index) {
-  return {x.time.step_s, x.peak_bytes, index, x.fits, x.time.warnings != 0};
+  return {x.time.step_s, x.peak_bytes, index, x.fits, x.warned()};
 }
 
 // Bands of kTieFraction of the fastest fitting step without a warning: whole
@@ -225,7 +228,7 @@ void set_bands(std::vector<RankKey>* keys) {
 struct RankLess {
   bool operator()(const RankKey& a, const RankKey& b) const {
     if (a.fits != b.fits) return a.fits;
-    // A layout the time model cannot vouch for (StepTime::warnings) ranks
+    // A layout the model cannot vouch for (Candidate::warned) ranks
     // after every one it can: the recommendation has no warning when one fits.
     if (a.warned != b.warned) return !a.warned;
     // Fitting without a warning: a tie on time (one band) goes to less memory.
@@ -390,6 +393,7 @@ void walk_layouts(const Spec& s, std::int64_t* rejected, Valid&& valid) {
 Plan make_plan(const Spec& s) {
   const auto t0 = std::chrono::steady_clock::now();
   Plan plan;
+  plan.usable_bytes = usable_memory_bytes(s);
   EvalCache cache;
   // The valid layouts first, so that the candidates are stored once, not
   // copied as the vector grows (a candidate is a few hundred bytes: the copies

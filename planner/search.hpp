@@ -18,7 +18,15 @@ struct Candidate {
   int peak_stage = 0;
   std::int64_t peak_bytes = 0;
   bool fits = false;
+  // The heaviest stage's device figure plus the stream-held blocks it would
+  // keep, and whether the layout fits only with an allocator flush
+  // (MemoryEstimate::with_held_bytes, flush_risk).
+  std::int64_t with_held_bytes = 0;
+  bool flush_risk = false;
   StepTime time;
+  // A layout the model cannot vouch for (a time warning or an allocator
+  // flush): it ranks after those it can.
+  bool warned() const { return time.warnings != 0 || flush_risk; }
 };
 
 // Rejection reasons: the Invalid reasons plus "does not fit" (out of memory).
@@ -33,6 +41,7 @@ struct Plan {
   std::array<std::int64_t, kNumRejectReasons> rejected{};
   std::vector<int> pareto;            // indices into candidates: peak memory vs step time
   double search_seconds = 0;
+  std::int64_t usable_bytes = 0;  // usable memory per GPU (usable_memory_bytes of the spec)
   const Candidate* recommended() const { return feasible ? &candidates[0] : nullptr; }
   // Layouts refused before estimation (every reason but out_of_memory), and all the search made:
   // enumerated = evaluated + invalid; evaluated = feasible + rejected[out_of_memory].

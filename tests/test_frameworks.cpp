@@ -10,6 +10,7 @@
 #include "costmodel/frameworks/profile.hpp"
 #include "costmodel/memory.hpp"
 #include "planner/report.hpp"
+#include "planner/search.hpp"
 #include "test_helpers.hpp"
 
 using namespace paraplan;
@@ -325,4 +326,51 @@ TEST_CASE("stream-held blocks fill only the memory left over", "[memory][allocat
   CHECK(m.held_for_streams > 0);
   CHECK(m.held_for_streams < 8LL << 30);
   CHECK(m.total() - m[Category::kFragmentation] + m.held_for_streams == gpu);
+}
+
+TEST_CASE("A layout that fits only if the allocator frees the held reduce-scatter inputs is flagged", "[memory][allocator]") {
+  // nanotron's 3B benchmark model (28 layers, h 3072) on 16 p5 nodes, seq
+  // 4096, dp 8 tp 16 (sequence parallel) micro-batch 32: the Playbook ran it
+  // twice (61.9 and 68.2 GiB) and crashed its dp 1 twin on 2 nodes. Held with
+  // the host a forward ahead: 2 row-parallel outputs x 28 layers x 2 B x 4096
+  // x 32 x 3072 = 45,097,156,608 B (42 GiB), beyond the memory the rest leaves.
+  Spec s;
+  s.model = test::model("nanotron-bench-3b");
+  s.cluster = test::cluster("h100-aws-p5");
+  s.num_nodes = 16;
+  s.search.allow_tp_across_nodes = true;
+  s.training.framework = Framework::kNanotron;
+  s.training.seq_length = 4096;
+  s.training.global_batch_size = 256;
+  s.training.flash_attention = true;
+  const auto held_at = [&](const char* layout, std::int64_t wanted, bool flagged) {
+    Layout l = parse_layout(layout);
+    REQUIRE(!resolve_layout(s, &l));
+    const MemoryEstimate e = estimate_memory(s, l);
+    INFO(layout << ": device " << e.device_bytes << ", with held " << e.with_held_bytes << ", usable " << e.usable_bytes);
+    CHECK(e.heaviest().held_wanted == wanted);
+    CHECK(e.with_held_bytes == e.device_bytes + wanted);
+    CHECK(e.fits);
+    CHECK(e.flush_risk == flagged);
+    CHECK(memory_warning_message(e).empty() == !flagged);
+    // The search's fast path agrees, and ranks the layout as warned.
+    const Candidate c = evaluate(s, l);
+    CHECK(c.with_held_bytes == e.with_held_bytes);
+    CHECK(c.flush_risk == flagged);
+    CHECK(c.warned() == (flagged || c.time.warnings != 0));
+    return e;
+  };
+  const MemoryEstimate e = held_at("dp=8,tp=16,sp=1,zero=0,mbs=32", 45'097'156'608LL, true);
+  // Only 38.4 of the 42 GiB fit beside the rest: allocated and reserved stop at the GPU's memory.
+  CHECK(e.heaviest().held_for_streams < 45'097'156'608LL);
+  const std::string w = memory_warning_message(e);
+  CHECK(w.find("fits only if the caching allocator flushes mid-step") != std::string::npos);
+  CHECK(w.find("release_cached_blocks") != std::string::npos);
+  // explain prints it on a line of its own below the verdict.
+  const std::string text = render_explain(Format::kTable, s, parse_layout("dp=8,tp=16,pp=1,sp=1,zero=0,mbs=32"), e, ExplainOptions{});
+  CHECK(text.find("\nwarning: fits only if the caching allocator flushes") != std::string::npos);
+  // Micro-batch 16: 22,548,578,304 B (21 GiB) held beside about 24 GiB: no flush.
+  held_at("dp=8,tp=16,sp=1,zero=0,mbs=16", 22'548'578'304LL, false);
+  // No sequence parallelism (tp 1): nothing is reduce-scattered, nothing held.
+  held_at("dp=128,tp=1,zero=1,mbs=1", 0, false);
 }

@@ -106,7 +106,7 @@ void plan_summary(Session& s) {
                 100 * rec->time.mfu);
     ImGui::TextColored(kTextDim, "why: %s.", why_recommended(p).c_str());
     if (!snap->passed_over.empty()) ImGui::TextColored(kTextWarn, "passed over: %s.", snap->passed_over.c_str());
-    for (const std::string& w : warning_messages(rec->time)) ImGui::TextColored(kTextWarn, "warning: %s", w.c_str());
+    for (const std::string& w : candidate_warnings(p, *rec)) ImGui::TextColored(kTextWarn, "warning: %s", w.c_str());
     if (s.selected() != 0 && ImGui::Button("Select the recommended layout")) {
       s.select(0);
       s.ui.scroll_to_selection = true;

@@ -62,7 +62,9 @@ void header(const LayoutDetail& d, const Candidate* c, int rank) {
   const StepTime& t = d.time;
   ImGui::Text("step %.3f s, %.0f tokens/s, %.1f TFLOP/s per GPU, MFU %.1f%%, %d micro-batches", t.step_s, t.tokens_per_s,
               t.tflops_per_gpu, 100 * t.mfu, t.microbatches);
-  // Where the time model cannot vouch for this layout (issue 15).
+  // Where the model cannot vouch for this layout (issue 15): an allocator
+  // flush, then the time warnings.
+  if (const std::string w = memory_warning_message(m); !w.empty()) ImGui::TextColored(kTextWarn, "warning: %s", w.c_str());
   for (const std::string& w : warning_messages(t)) ImGui::TextColored(kTextWarn, "warning: %s", w.c_str());
   ImGui::PopTextWrapPos();
 }
