@@ -124,6 +124,26 @@ double median(std::vector<double> v) {
 using Twin = std::tuple<std::string, int, int, int, int>;
 Twin twin_key(const Row& r) { return {r.model, r.tp, r.zero, r.mbs, r.zero ? r.dp : std::min(r.dp, 2)}; }
 
+// The allocator-flush warning against what the runs did: of the runs predicted
+// to fit, those flagged (MemoryEstimate::flush_risk) and the others, each with
+// how many crashed.
+struct FlushTally {
+  int flagged = 0, flagged_crashed = 0, unflagged = 0, unflagged_crashed = 0;
+  void add(const MemoryEstimate& e, bool ran) {
+    if (!e.fits) return;
+    (e.flush_risk ? flagged : unflagged) += 1;
+    (e.flush_risk ? flagged_crashed : unflagged_crashed) += !ran;
+  }
+  void check(int f, int fc, int u, int uc) const {
+    INFO("flagged " << flagged << " (" << flagged_crashed << " crashed); fit unflagged " << unflagged << " ("
+                    << unflagged_crashed << " crashed)");
+    CHECK(flagged == f);
+    CHECK(flagged_crashed == fc);
+    CHECK(unflagged == u);
+    CHECK(unflagged_crashed == uc);
+  }
+};
+
 }  // namespace
 
 TEST_CASE("nanotron on H100 (Ultra-Scale Playbook, pp = 1): rank-0 memory from physical terms", "[measurements]") {
@@ -135,16 +155,10 @@ TEST_CASE("nanotron on H100 (Ultra-Scale Playbook, pp = 1): rank-0 memory from p
 
   std::vector<double> err_reserved, err_allocated;
   int ran = 0, ran_not_fit = 0, crashed = 0, crashed_not_fit = 0, crashed_alone = 0, crashed_alone_not_fit = 0;
-  // Layouts that fit only with an allocator flush (MemoryEstimate::flush_risk), and the others that fit.
-  int flushed = 0, flushed_crashed = 0, fit_unflagged = 0, fit_unflagged_crashed = 0;
+  FlushTally flush;
   for (const Row& r : rows) {
     const Prediction p = predict(r);
-    if (p.e.fits) {
-      int& n = p.e.flush_risk ? flushed : fit_unflagged;
-      int& c = p.e.flush_risk ? flushed_crashed : fit_unflagged_crashed;
-      ++n;
-      c += r.status != "ran";
-    }
+    flush.add(p.e, r.status == "ran");
     if (r.status == "ran") {
       ++ran;
       REQUIRE(r.measured_gib > 0);
@@ -210,12 +224,7 @@ TEST_CASE("nanotron on H100 (Ultra-Scale Playbook, pp = 1): rank-0 memory from p
   // The allocator-flush warning (the figures its message quotes): of the runs predicted to fit, those whose held
   // reduce-scatter inputs would not fit beside the rest crashed 4 times in 8 (tp 16-32 at micro-batch 32-128 and
   // tp 2 at micro-batch 4), the others 27 times in 356 (22 of them reruns or twins of runs that ran).
-  INFO("flagged " << flushed << " (" << flushed_crashed << " crashed); fit unflagged " << fit_unflagged << " ("
-                  << fit_unflagged_crashed << " crashed)");
-  CHECK(flushed == 8);
-  CHECK(flushed_crashed == 4);
-  CHECK(fit_unflagged == 356);
-  CHECK(fit_unflagged_crashed == 27);
+  flush.check(8, 4, 356, 27);
 }
 
 // ---- Megatron-LM: its own memory regression tests ---------------------------
@@ -1145,8 +1154,7 @@ TEST_CASE("nanotron on H100 (Ultra-Scale Playbook, pp > 1): rank-0 memory with n
   // without a block is refused: of the 160 such rows 158 crashed.
   std::vector<double> err, abs_err;
   int ran = 0, ran_not_fit = 0, crashed = 0, crashed_not_fit = 0, refused = 0, refused_ran = 0;
-  // Layouts that fit only with an allocator flush (MemoryEstimate::flush_risk), and the others that fit.
-  int flushed = 0, flushed_crashed = 0, fit_unflagged = 0, fit_unflagged_crashed = 0;
+  FlushTally flush;
   for (const auto& f : read_csv("tests/data/measurements/ultrascale-playbook-1B-3B.csv")) {
     const int pp = std::stoi(f[6]);
     if (pp == 1) continue;
@@ -1160,12 +1168,7 @@ TEST_CASE("nanotron on H100 (Ultra-Scale Playbook, pp > 1): rank-0 memory with n
     }
     REQUIRE(l.balance == StageBalance::kCost);
     const MemoryEstimate e = estimate_memory(s, l);
-    if (e.fits) {
-      int& n = e.flush_risk ? flushed : fit_unflagged;
-      int& c = e.flush_risk ? flushed_crashed : fit_unflagged_crashed;
-      ++n;
-      c += f[11] != "ran";
-    }
+    flush.add(e, f[11] == "ran");
     if (f[11] == "ran") {
       ++ran;
       const double measured = std::stod(f[14]), predicted = double(e.stages[0].reserved()) / kGiB;
@@ -1189,12 +1192,7 @@ TEST_CASE("nanotron on H100 (Ultra-Scale Playbook, pp > 1): rank-0 memory with n
   // The allocator-flush warning (the figures its message quotes, with the pp = 1 test's 4 of 8 and 27 of 356): of
   // the pp > 1 runs predicted to fit, those whose held reduce-scatter inputs would not fit beside the rest crashed
   // 27 times in 30, the others 59 times in 846.
-  INFO("flagged " << flushed << " (" << flushed_crashed << " crashed); fit unflagged " << fit_unflagged << " ("
-                  << fit_unflagged_crashed << " crashed)");
-  CHECK(flushed == 30);
-  CHECK(flushed_crashed == 27);
-  CHECK(fit_unflagged == 846);
-  CHECK(fit_unflagged_crashed == 59);
+  flush.check(30, 27, 846, 59);
 }
 
 TEST_CASE("Megatron-LM's SC21 weak-scaling table on A100 (Narayanan et al. 2021 Table 1, GPT 1.7B-1T)",
