@@ -288,13 +288,16 @@ std::string render_plan(Format f, const Spec& s, const Plan& p, int top, const j
   if (f == Format::kJson) return plan_json(s, p, top, defaults).dump(2) + "\n";
   const int n = std::min<int>(top, int(p.candidates.size()));
   if (f == Format::kCsv) {
-    std::string o = "rank,layout,fits,peak_bytes,step_s,tokens_per_s,tflops_per_gpu,mfu,bubble_fraction,exposed_comm_fraction\n";
+    std::string o =
+        "rank,layout,fits,peak_bytes,step_s,tokens_per_s,tflops_per_gpu,mfu,bubble_fraction,exposed_comm_fraction,"
+        "with_held_bytes,flush_risk,warned\n";
     for (int i = 0; i < n; ++i) {
       const Candidate& c = p.candidates[i];
-      o += fmt::format("{},\"{}\",{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g}\n", i + 1,
+      o += fmt::format("{},\"{}\",{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{}\n", i + 1,
                        to_string(c.layout), c.fits ? 1 : 0, c.peak_bytes, c.time.step_s,
                        c.time.tokens_per_s, c.time.tflops_per_gpu, c.time.mfu,
-                       c.time.bubble_fraction, c.time.exposed_comm_fraction);
+                       c.time.bubble_fraction, c.time.exposed_comm_fraction, c.with_held_bytes, c.flush_risk ? 1 : 0,
+                       c.warned() ? 1 : 0);
     }
     return o;
   }

@@ -9,6 +9,9 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
 
 using namespace paraplan::test;
 using nlohmann::json;
@@ -214,4 +217,56 @@ TEST_CASE("plan's why line says when the recommendation ties with the runner-up 
   // A real difference keeps the percentage.
   p.candidates[1].time.step_s = 1.1;
   CHECK(paraplan::why_recommended(p).find("9.1% faster per step than the runner-up") != std::string::npos);
+}
+
+TEST_CASE("plan ranks layouts that fit only with an allocator flush after the others, and says so in CSV",
+          "[plan][cli][memory]") {
+  // nanotron's 3B benchmark model on 16 p5 nodes (the Playbook's setting): some layouts fit only if the caching
+  // allocator frees the reduce-scatter inputs held for the NCCL stream (MemoryEstimate::flush_risk).
+  TempDir dir;
+  {
+    std::ofstream spec(dir.path() / "spec.yaml");
+    spec << "model: " << PARAPLAN_SOURCE_DIR << "/configs/models/nanotron-bench-3b.yaml\n"
+         << "cluster: " << PARAPLAN_SOURCE_DIR << "/configs/clusters/h100-aws-p5.yaml\n"
+         << "num_nodes: 16\n"
+         << "training:\n  framework: nanotron\n  seq_length: 4096\n  global_batch_size: 256\n  flash_attention: true\n"
+         << "search:\n  allow_tp_across_nodes: true\n";
+  }
+  const Result r = run_paraplan({"plan", "@DIR@/spec.yaml", "--format", "csv", "--top", "100000"}, dir.path());
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  std::istringstream in(r.out);
+  std::string line;
+  std::getline(in, line);
+  CHECK(line ==
+        "rank,layout,fits,peak_bytes,step_s,tokens_per_s,tflops_per_gpu,mfu,bubble_fraction,exposed_comm_fraction,"
+        "with_held_bytes,flush_risk,warned");
+  // usable = 79.65 GiB x 0.95: 85,523,536,282 - 4,276,176,814 B.
+  const long long usable = 81'247'359'468LL;
+  int flagged = 0, fitting = 0;
+  bool warned_seen = false, order_ok = true, flags_ok = true;
+  while (std::getline(in, line)) {
+    // The layout is quoted and has commas: split the fields after it.
+    const size_t q = line.rfind('"');
+    REQUIRE(q != std::string::npos);
+    std::vector<std::string> f;
+    std::stringstream ss(line.substr(q + 2));
+    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+    REQUIRE(f.size() == 11);
+    const bool fits = f[0] == "1", flush = f[9] == "1", warned = f[10] == "1";
+    const long long peak = std::stoll(f[1]), with_held = std::stoll(f[8]);
+    if (!fits) continue;
+    ++fitting;
+    flagged += flush;
+    // Flagged exactly where the held blocks would not fit beside the rest; a flagged layout is warned.
+    flags_ok = flags_ok && with_held >= peak && flush == (with_held > usable) && (!flush || warned);
+    // Among fitting layouts, every unwarned one ranks before every warned one.
+    if (warned) warned_seen = true;
+    else if (warned_seen) order_ok = false;
+  }
+  INFO(fitting << " fit, " << flagged << " of them flagged");
+  CHECK(fitting > 100);
+  CHECK(flagged > 0);
+  CHECK(flags_ok);
+  CHECK(order_ok);
 }
