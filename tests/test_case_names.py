@@ -3,6 +3,8 @@
 indents a test name's continuation lines past its first ": ". Where that indent reaches the console width (79
 columns) the wrapping never ends: the test binary spins forever printing the name's tail as soon as it prints the
 header (a failure, a WARN, -s). Every TEST_CASE name here keeps its first ": " early enough to leave room.
+No name holds a ';' either: catch_discover_tests hands the names to CMake, whose lists split there, so ctest would
+register the halves as tests that match nothing and fail.
   python3 tests/test_case_names.py REPO_ROOT"""
 import pathlib
 import re
@@ -41,6 +43,10 @@ for path in sorted((root / "tests").rglob("*.cpp")):
         if not name:
             continue
         names += 1
+        if ";" in name:
+            line = text.count("\n", 0, m.start()) + 1
+            bad.append(f"{path.relative_to(root)}:{line}: TEST_CASE \"{name}\" holds a ';', where CMake's lists split "
+                       f"the name ctest registers (use a comma)")
         if late(name):
             i = name.find(": ")
             line = text.count("\n", 0, m.start()) + 1
@@ -49,5 +55,5 @@ for path in sorted((root / "tests").rglob("*.cpp")):
                        f"{WIDTH - ROOM - 2} (put it earlier or drop it)")
 for b in bad:
     print(b)
-print(f"{names} TEST_CASE names read, {len(bad)} with a late ': '")
+print(f"{names} TEST_CASE names read, {len(bad)} with a late ': ' or a ';'")
 sys.exit(1 if bad or names == 0 else 0)
