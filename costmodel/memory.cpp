@@ -90,6 +90,7 @@ struct BreakdownSink {
     m.held_wanted += wanted;
   }
   std::int64_t tensor_bytes() const { return sum; }
+  std::int64_t category_bytes(Category c) const { return m[c]; }
 };
 
 // Explain sink: keeps every term with its formula.
@@ -108,6 +109,12 @@ struct TermSink {
     std::int64_t t = 0;
     for (const Term& x : terms)
       if (!x.held_for_streams) t += x.bytes;
+    return t;
+  }
+  std::int64_t category_bytes(Category c) const {
+    std::int64_t t = 0;
+    for (const Term& x : terms)
+      if (!x.held_for_streams && x.category == c) t += x.bytes;
     return t;
   }
 };
@@ -277,8 +284,16 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
   const std::int64_t shard = ceil_div(dense, dp) + (experts > 0 ? ceil_div(experts, edp) : 0);
   StateBuffers buffers;
   prof.state_buffers(t, l, &buffers);
+  // Buffers only the optimizer step allocates (StateBuffer::step_only): after the backward's peak, below.
+  std::int64_t step_only = 0;
+  const StateBuffer* step_buffer = nullptr;
   for (const StateBuffer& b : buffers) {
     const std::int64_t bytes = round_bytes(b.bytes_per_param * double(b.sharded ? shard : psi));
+    if (b.step_only) {
+      step_only += bytes;
+      step_buffer = &b;
+      continue;
+    }
     out.add(b.category, b.name, bytes, [&] {
       if (experts > 0)
         return b.sharded ? fmt::format("{:g} B x ({} params / {} {} + {} expert params / edp {})", b.bytes_per_param,
@@ -437,6 +452,14 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
       return fmt::format("{} in flight x 4 B x s {} x b {} x vocab/tp {}", nl, a.s, a.b, vocab);
     }, prof.loss.source);
   }
+  if (prof.pipe_output_partition && l.pp > 1 && l.tp > 1 && !last) {
+    // The stage's output, [s, b, h] (its sequence shard with SP), kept per
+    // micro-batch in flight as this rank's 1/tp partition.
+    const std::int64_t part = ceil_div(X, l.tp);
+    out.add(Category::kActivations, "pipeline stage outputs kept partitioned", in_flight * part, [&] {
+      return fmt::format("{} in flight x {} / tp {}", in_flight, human(X), l.tp);
+    }, prof.pipe_output_partition);
+  }
   if (t.mtp && m.mtp_layers > 0 && last) {
     // Megatron's MTP modules run after the last chunk's layers, per micro-batch
     // in flight there, each: enorm and hnorm (inputs kept), their
@@ -529,6 +552,21 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
      : std::string_view(peak.phase) == "logits"
          ? (fused_copies > 0 ? prof.loss.fused : prof.loss.source)
          : nullptr);
+
+  if (step_buffer) {
+    // The optimizer step runs after the last backward, when the activations
+    // (with their segments' rounding slack, counted below) and the backward's
+    // short-lived buffers are gone: its own buffers raise the peak only by
+    // what they exceed those by.
+    const std::int64_t slack_freed = s.cluster.fragmentation_modelled() && !prof.expandable_segments ? held_slack : 0;
+    const std::int64_t freed =
+        out.category_bytes(Category::kActivations) + out.category_bytes(Category::kTransient) + slack_freed;
+    out.add(Category::kTransient, "optimizer step beyond the backward's peak", std::max<std::int64_t>(0, step_only - freed),
+            [&] {
+              return fmt::format("max(0, {} {:g} B x {} params - activations and short-lived buffers {})", step_buffer->name,
+                                 step_buffer->bytes_per_param, count(step_buffer->sharded ? shard : psi), human(freed));
+            }, step_buffer->source);
+  }
 
   // Communication buffers.
   std::int64_t biggest = sp.largest_layer();  // the largest group gathered at once (a layer, or the embedding)

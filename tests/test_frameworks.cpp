@@ -374,3 +374,41 @@ TEST_CASE("A layout that fits only if the allocator frees the held reduce-scatte
   // No sequence parallelism (tp 1): nothing is reduce-scattered, nothing held.
   held_at("dp=128,tp=1,zero=1,mbs=1", 0, false);
 }
+
+TEST_CASE("DeepSpeed pipeline with tp > 1: stage outputs kept as 1/tp partitions, and the fp16 step peak", "[memory][deepspeed]") {
+  // GPT-style, 16 layers of h 1024 (16 heads), vocab 51200, seq 256, micro-batch 1; tp 2 x pp 4 on the CPU host
+  // (no runtime, no allocator slack), fp16, ZeRO 0, full recompute, 16 micro-batches: stage s holds 4 - s of them.
+  Spec s = test::spec_for(test::gpt_style(16, 1024, 16, 51200), 8, 256, 16);
+  s.training.framework = Framework::kDeepSpeed;
+  s.training.precision = s.training.grad_dtype = DType::kFp16;
+  Layout l = parse_layout("tp=2,pp=4,zero=0,recompute=full,mbs=1");
+  REQUIRE(!resolve_layout(s, &l));
+  REQUIRE(l.dp == 1);
+  const auto term = [&](int stage, const std::string& name) -> std::int64_t {
+    for (const Term& t : stage_terms(s, l, stage))
+      if (t.name == name) return t.bytes;
+    return -1;
+  };
+  // DeepSpeed keeps each in-flight stage output as its 1/tp partition: [s 256, b 1, h 1024] x 2 B / tp 2 = 256 KiB.
+  const char* part = "pipeline stage outputs kept partitioned";
+  CHECK(term(0, part) == 4 * 256 * 1024);
+  CHECK(term(2, part) == 2 * 256 * 1024);
+  CHECK(term(3, part) == -1);  // the last stage sends nothing forward
+  // The fp16 optimizer's step: fp32 copies of every gradient, 4 B x 25,204,736 parameters on a middle stage
+  // (4 layers x (12 h^2 / tp 2 + qkv bias 3h/2 + out bias h + fc1 bias 4h/2 + fc2 bias h + 2 norms x 2h)
+  // = 4 x 6,301,184), beyond what the backward's activations and short-lived buffers had freed.
+  const MemoryBreakdown m2 = stage_memory(s, l, 2);
+  const std::int64_t psi = 25'204'736;
+  CHECK(stage_params(s.model, l, 2).total() == psi);
+  const std::int64_t step = term(2, "optimizer step beyond the backward's peak");
+  const std::int64_t freed = m2[Category::kActivations] + m2[Category::kTransient] - step;
+  CHECK(step == std::max<std::int64_t>(0, 4 * psi - freed));
+  // Here the step is the peak (96 MiB of copies against 2 micro-batches of 4 layer inputs of 0.5 MiB and one layer's
+  // backward): the stage then holds 2 + 2 + 12 + 4 = 20 B per parameter and its pipeline send buffers.
+  CHECK(step > 0);
+  CHECK(m2.total() == 20 * psi + m2[Category::kComm]);
+  // Megatron's pipeline keeps no such partition, and its optimizer has no step-only copies.
+  s.training.framework = Framework::kMegatron;
+  CHECK(term(0, part) == -1);
+  CHECK(term(2, "optimizer step beyond the backward's peak") == -1);
+}

@@ -31,11 +31,22 @@ void state(const Training& t, const Layout& l, StateBuffers* out) {
   }
   if (l.zero == 0) {
     // bf16 with gradient accumulation in bf16 (the default) and no ZeRO: the
-    // DDP_BFLOAT16 wrapper, an FP16_Optimizer with fp32 master copies.
+    // DDP_BFLOAT16 wrapper, an FP16_Optimizer with fp32 master copies; fp16
+    // without ZeRO: the FP16_Optimizer, or FP16_UnfusedOptimizer where the
+    // client optimizer is not a FusedAdam (engine.py:2279-2330).
     out->add({Category::kGradients, "gradients (param.grad)", w, false,
               DS "deepspeed/runtime/engine.py:2019 (DDP_BFLOAT16), :2065-2067"});
     out->add({Category::kOptimizer, "fp32 master params + Adam m, v", t.optimizer_state_bytes, false,
               DS "deepspeed/runtime/fp16/fused_optimizer.py (fp32 groups of the FP16_Optimizer)"});
+    // Their step casts every gradient to fp32 beside the 16-bit ones before
+    // the inner optimizer steps (the unfused wrapper one tensor per parameter,
+    // the fused one a flat tensor per group, whose per-parameter copies it
+    // concatenates are not counted), and drops the copies after it.
+    out->add({Category::kTransient, "fp32 gradient copies at the optimizer step", 4, false,
+              DS "deepspeed/runtime/fp16/unfused_optimizer.py:215-220 (fp32_param.grad = fp16_param.grad.to(fp32) for "
+                 "every parameter), :225-231 (optimizer.step(), then fp32_param.grad = None); fused_optimizer.py:285-291 "
+                 "(_flatten_dense_tensors of p.grad.to(fp32) per group); engine.py:2279-2330 (which wrapper)",
+              true});
     return;
   }
   if (l.zero == 1)
@@ -99,6 +110,18 @@ Profile with_deepspeed_moe(Profile p) {
 // F.cross_entropy on fp32 logits, tests/oracle measures it): S, G and dX live
 // together; the logits, freed when the Trainer's compute_loss returns, leave a
 // block too small for dX.
+// DeepSpeed's PipelineEngine with tp > 1 (pipe_partitioned, on by default):
+// a stage's output is cut to this rank's 1/tp partition, which is sent and
+// kept in pipe_buffers['outputs'] until the micro-batch's backward; the full
+// output's data is freed (its graph kept).
+Profile with_partitioned_pipe_outputs(Profile p) {
+  p.pipe_output_partition = DS "deepspeed/runtime/pipe/engine.py:143 (is_pipe_partitioned = is_model_parallel and "
+                               "pipe_partitioned), :755-774 (PartitionedTensor of the first output; first_output.data = "
+                               "torch.zeros(1); the partition kept in pipe_buffers['outputs']), :888-889 (released after the "
+                               "backward); deepspeed/runtime/config.py:435 (pipe_partitioned: True)";
+  return p;
+}
+
 Profile with_eager_loss_backward(Profile p) {
   p.loss.backward_fp32_extra = 2;
   p.loss.backward = "pytorch aten nll_loss_backward (a dense fp32 gradient) and _log_softmax_backward_data (a new "
@@ -113,7 +136,7 @@ Profile with_eager_loss_backward(Profile p) {
 }  // namespace
 
 const Profile& deepspeed_profile() {
-  static const Profile p = with_eager_loss_backward(with_deepspeed_moe(with_reduce_buckets(with_post_step_param_gather(Profile{
+  static const Profile p = with_partitioned_pipe_outputs(with_eager_loss_backward(with_deepspeed_moe(with_reduce_buckets(with_post_step_param_gather(Profile{
       Framework::kDeepSpeed,
       "deepspeed",
       "DeepSpeed ZeRO 0-3 with bf16 (default wrappers), an unfused PyTorch model",
@@ -155,7 +178,7 @@ const Profile& deepspeed_profile() {
       DS "deepspeed/runtime/zero/stage_1_and_2.py:2394-2401 (step(): all_gather_dp_groups of the updated bit16 partitions, synchronous, in allgather_bucket_size buckets, before step() returns)"),
       ReduceBuckets::kFixed,
       DS "deepspeed/runtime/zero/config.py:113 (reduce_bucket_size 5e8 elements per reduction; allgather_bucket_size "
-         "the same, :132)")));
+         "the same, :132)"))));
   return p;
 }
 

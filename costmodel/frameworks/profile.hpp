@@ -28,6 +28,11 @@ struct StateBuffer {
   double bytes_per_param;
   bool sharded;
   Source source;
+  // Allocated only at the optimizer step, when the activations and the
+  // backward's short-lived buffers are gone: it raises the stage's peak only
+  // by what it exceeds them by (memory.cpp "optimizer step beyond the
+  // backward's peak").
+  bool step_only = false;
 };
 
 using StateBuffers = FixedList<StateBuffer, 8>;
@@ -355,6 +360,11 @@ struct Profile {
   // Why recompute=selective (the framework's own, ActivationVariant::op_sac)
   // is not modelled for this model, layout and training; nullptr when it is.
   const char* (*selective_unsupported)(const Model&, const Layout&, const Training&) = nullptr;
+  // With pp > 1 and tp > 1 the pipeline engine keeps each in-flight
+  // micro-batch's stage output, until its backward, as this rank's 1/tp
+  // partition of it (DeepSpeed's pipe_partitioned); nullptr: it keeps none
+  // beyond the layers' saved tensors.
+  Source pipe_output_partition = nullptr;
 };
 
 // A profile whose ZeRO-1/2 parameter all-gather runs whole after the
