@@ -114,8 +114,12 @@ struct AttentionTable {
 struct Gpu {
   std::string name;
   double memory_gib = 0;
+  // The dense 16-bit tensor-core peak: BF16, or FP16 where the GPU has no BF16.
   double peak_tflops_bf16 = 0;
   double peak_tflops_fp8 = 0;  // dense FP8 tensor-core peak; 0 = the GPU has no FP8
+  // Whether the GPU computes in BF16 (gpu.bf16; Volta and Turing do not): a
+  // run on one without trains in fp16 or fp32.
+  bool bf16 = true;
   double hbm_bandwidth_gbs = 0;
   // Streaming multiprocessors (gpu.sm_count): the waves a GEMM's tiles run
   // in. 0 = not given (no quantization).
@@ -233,6 +237,9 @@ struct Training {
   bool seq_length_given = true, global_batch_size_given = true;
   DType precision = DType::kBf16;
   DType grad_dtype = DType::kBf16;
+  // Whether the spec set training.precision (else the loader chose: bf16, or
+  // fp16 on a GPU without BF16).
+  bool precision_given = false;
   OptimizerKind optimizer = OptimizerKind::kAdam;
   double optimizer_state_bytes = 12;  // bytes per parameter of optimizer state
   // Whether the spec set these; when not, they follow the precision

@@ -229,6 +229,7 @@ std::string render_gpus(Format f) {
                  {"gpu", k.gpu.name},
                  {"memory_gib", k.gpu.memory_gib},
                  {"peak_tflops_bf16", k.gpu.peak_tflops_bf16},
+                 {"bf16", k.gpu.bf16},
                  {"peak_tflops_fp8", k.gpu.peak_tflops_fp8},
                  {"hbm_bandwidth_gbs", k.gpu.hbm_bandwidth_gbs},
                  {"gpus_per_node", k.gpus_per_node},
@@ -240,27 +241,35 @@ std::string render_gpus(Format f) {
   if (f == Format::kJson) return j.dump(2) + "\n";
   std::string o;
   const bool md = f == Format::kMarkdown, csv = f == Format::kCsv;
-  if (csv) o = "name,cluster,gpu,memory_gib,peak_tflops_bf16,peak_tflops_fp8,hbm_bandwidth_gbs,gpus_per_node,intra_node_gbs_per_gpu,inter_node_gbs_per_gpu,source\n";
+  if (csv) o = "name,cluster,gpu,memory_gib,peak_tflops_bf16,peak_tflops_fp8,hbm_bandwidth_gbs,gpus_per_node,intra_node_gbs_per_gpu,inter_node_gbs_per_gpu,source,bf16\n";
   else if (md) o = "| name | cluster | GPU | memory GiB | bf16 TFLOP/s | fp8 TFLOP/s | HBM GB/s | GPUs/node | NVLink GB/s/GPU | network GB/s/GPU |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n";
-  else o = fmt::format("{:<11} {:<14} {:<16} {:>8} {:>9} {:>8} {:>8} {:>6} {:>10} {:>10}\n", "name", "cluster", "gpu",
+  else o = fmt::format("{:<11} {:<18} {:<16} {:>8} {:>9} {:>8} {:>8} {:>6} {:>10} {:>10}\n", "name", "cluster", "gpu",
                        "mem GiB", "bf16 TF", "fp8 TF", "HBM GB/s", "/node", "intra GB/s", "inter GB/s");
+  bool fp16_only = false;
   for (const nlohmann::json& g : j) {
     const auto num = [&](const char* k) { return g[k].get<double>(); };
+    const bool bf16 = g["bf16"].get<bool>();
+    fp16_only = fp16_only || !bf16;
+    // The 16-bit peak, marked where it is FP16's (the GPU has no BF16).
+    const std::string peak16 = fmt::format("{:g}{}", num("peak_tflops_bf16"), bf16 || csv ? "" : "*");
     if (csv)
-      o += fmt::format("{},{},{},{:g},{:g},{:g},{:g},{},{:g},{:g},\"{}\"\n", g["name"].get<std::string>(),
+      o += fmt::format("{},{},{},{:g},{:g},{:g},{:g},{},{:g},{:g},\"{}\",{}\n", g["name"].get<std::string>(),
                        g["cluster"].get<std::string>(), g["gpu"].get<std::string>(), num("memory_gib"), num("peak_tflops_bf16"),
                        num("peak_tflops_fp8"), num("hbm_bandwidth_gbs"), g["gpus_per_node"].get<int>(),
-                       num("intra_node_gbs_per_gpu"), num("inter_node_gbs_per_gpu"), g["source"].get<std::string>());
+                       num("intra_node_gbs_per_gpu"), num("inter_node_gbs_per_gpu"), g["source"].get<std::string>(),
+                       bf16 ? 1 : 0);
     else
-      o += fmt::format(fmt::runtime(md ? "| `{}` | {} | {} | {:g} | {:g} | {:g} | {:g} | {} | {:g} | {:g} |\n"
-                                       : "{:<11} {:<14} {:<16} {:>8g} {:>9g} {:>8g} {:>8g} {:>6} {:>10g} {:>10g}\n"),
+      o += fmt::format(fmt::runtime(md ? "| `{}` | {} | {} | {:g} | {} | {:g} | {:g} | {} | {:g} | {:g} |\n"
+                                       : "{:<11} {:<18} {:<16} {:>8g} {:>9} {:>8g} {:>8g} {:>6} {:>10g} {:>10g}\n"),
                        g["name"].get<std::string>(), g["cluster"].get<std::string>(), g["gpu"].get<std::string>(),
-                       num("memory_gib"), num("peak_tflops_bf16"), num("peak_tflops_fp8"), num("hbm_bandwidth_gbs"),
+                       num("memory_gib"), peak16, num("peak_tflops_fp8"), num("hbm_bandwidth_gbs"),
                        g["gpus_per_node"].get<int>(), num("intra_node_gbs_per_gpu"), num("inter_node_gbs_per_gpu"));
   }
   if (!csv)
     o += fmt::format("\n{} built-in clusters: --gpu NAME (or the cluster's name), or cluster: NAME in a spec; "
-                     "bandwidths are per GPU and per direction; sources are in each file\n", j.size());
+                     "bandwidths are per GPU and per direction; sources are in each file{}\n", j.size(),
+                     fp16_only ? "\n* FP16: the GPU has no BF16, so runs on it train in fp16 (the default there) or fp32"
+                               : "");
   return o;
 }
 

@@ -83,6 +83,18 @@ ResolvedSpec resolve_spec(const SpecInputs& in) {
     }
     if (!in.gpu.empty()) s.cluster = resolve_cluster(in.gpu, "--gpu");
   }
+  if (!s.cluster.gpu.bf16) {
+    // A GPU without BF16 (Volta, Turing) trains in fp16 unless told fp32; a
+    // spec that asks for bf16 on it is refused, naming the flag that chose it.
+    const std::string why = "GPU " + s.cluster.gpu.name + " has no BF16 (cluster gpu.bf16: false)";
+    if (s.training.precision == DType::kBf16 && s.training.precision_given)
+      throw SpecError("--gpu", 0, "", why + "; the spec's training.precision is bf16: expected fp16 or fp32");
+    if (s.training.grad_dtype_given && s.training.grad_dtype == DType::kBf16)
+      throw SpecError("--gpu", 0, "", why + "; the spec's training.grad_dtype is bf16: expected fp16 or fp32");
+    if (s.training.grad_reduce_dtype_given && s.training.grad_reduce_dtype == DType::kBf16)
+      throw SpecError("--gpu", 0, "", why + "; the spec's training.grad_reduce_dtype is bf16: expected fp16 or fp32");
+    if (s.training.precision == DType::kBf16) set_precision(&s.training, DType::kFp16);
+  }
   if (in.gpus_per_node) {
     if (*in.gpus_per_node < 1 || *in.gpus_per_node > 1024)
       throw SpecError("--gpus-per-node", 0, "", "expected 1 to 1024 GPUs per node, got " + std::to_string(*in.gpus_per_node));

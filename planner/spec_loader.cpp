@@ -196,12 +196,13 @@ Cluster cluster_from_yaml(const YAML::Node& node, const std::string& file,
   if (!r.has("gpu")) r.fail("gpu", "missing required key");
   const MapReader g(r.child("gpu"), file, prefix + "gpu.",
                     {"name", "memory_gib", "peak_tflops_bf16", "peak_tflops_fp8", "hbm_bandwidth_gbs",
-                     "flash_attention_tflops", "sm_count"});
+                     "flash_attention_tflops", "sm_count", "bf16"});
   c.gpu.name = g.get_string("name");
   c.gpu.memory_gib = g.get_number("memory_gib", 1e-9, kMaxGpuMemoryGib, true);
   c.gpu.peak_tflops_bf16 = g.get_number("peak_tflops_bf16", 1e-9, kMaxRate, true);
   c.gpu.peak_tflops_fp8 = g.has("peak_tflops_fp8") ? g.get_number("peak_tflops_fp8", 1e-9, kMaxRate, true) : 0;
   c.gpu.hbm_bandwidth_gbs = g.get_number("hbm_bandwidth_gbs", 1e-9, kMaxRate, true);
+  c.gpu.bf16 = g.opt_bool("bf16", true);
   c.gpu.sm_count = int(g.opt_int("sm_count", 0, 1));
   if (c.gpu.sm_count > (1 << 20)) g.fail("sm_count", "expected at most 1048576 SMs");
   if (g.has("flash_attention_tflops")) {
@@ -282,7 +283,10 @@ Cluster load_cluster_file(const std::string& path) {
 
 namespace {
 
-void load_training(const MapReader& top, const std::string& file, const Model& m, int num_gpus, Training* t) {
+// `gpu`: the cluster's GPU, whose lack of BF16 makes fp16 the default precision
+// and refuses bf16 (nullptr: any).
+void load_training(const MapReader& top, const std::string& file, const Model& m, int num_gpus, Training* t,
+                   const Gpu* gpu = nullptr) {
   // No training: map, or one without seq_length / global_batch_size: the defaults (said in the report).
   const MapReader r(top.has("training") ? top.child("training") : YAML::Node(YAML::NodeType::Map), file, "training.",
                     {"seq_length", "global_batch_size", "precision", "grad_dtype", "optimizer",
@@ -301,10 +305,15 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
   t->global_batch_size = t->global_batch_size_given
                              ? capped(r, "global_batch_size", r.get_int("global_batch_size", 1), kMaxBatch)
                              : default_global_batch(t->seq_length, num_gpus);
-  t->precision = DType(r.opt_choice("precision", 0, {"bf16", "fp16", "fp32"}));
+  const bool no_bf16 = gpu && !gpu->bf16;
+  const std::string no_bf16_why = no_bf16 ? "GPU " + gpu->name + " has no BF16 (cluster gpu.bf16: false)" : "";
+  t->precision = DType(r.opt_choice("precision", int(no_bf16 ? DType::kFp16 : DType::kBf16), {"bf16", "fp16", "fp32"}));
+  t->precision_given = r.has("precision");
+  if (no_bf16 && t->precision == DType::kBf16) r.fail("precision", no_bf16_why + "; expected fp16 or fp32");
   // Default gradients: the compute precision (16-bit grads as in the ZeRO paper).
   t->grad_dtype_given = r.has("grad_dtype");
   t->grad_dtype = DType(r.opt_choice("grad_dtype", int(t->precision), {"bf16", "fp16", "fp32"}));
+  if (no_bf16 && t->grad_dtype == DType::kBf16) r.fail("grad_dtype", no_bf16_why + "; expected fp16 or fp32");
   if (t->grad_dtype == DType::kFp16 && t->precision != DType::kFp16)
     r.fail("grad_dtype", "expected bf16 or fp32 (fp16 gradients need precision fp16)");
   t->optimizer = OptimizerKind(r.opt_choice("optimizer", 0, {"adam", "sgd"}));
@@ -351,6 +360,8 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
     r.fail("mtp", "the model has no multi-token-prediction modules (mtp_layers: 0); expected mtp: false");
   t->grad_reduce_dtype_given = r.has("grad_reduce_dtype");
   if (t->grad_reduce_dtype_given) t->grad_reduce_dtype = DType(r.get_choice("grad_reduce_dtype", {"bf16", "fp16", "fp32"}));
+  if (no_bf16 && t->grad_reduce_dtype_given && t->grad_reduce_dtype == DType::kBf16)
+    r.fail("grad_reduce_dtype", no_bf16_why + "; expected fp16 or fp32");
 }
 
 void load_search(const MapReader& top, const std::string& file, SearchSpace* s) {
@@ -434,7 +445,7 @@ Spec load_spec_text(const std::string& text, const std::string& path) {
   s.cluster = load_part<Cluster>(r, "cluster", path, load_cluster_file, cluster_from_yaml, builtin_cluster,
                                  builtin_gpu_names());
   s.num_nodes = capped(r, "num_nodes", r.get_int("num_nodes", 1), kMaxGpus / s.cluster.gpus_per_node);
-  load_training(r, path, s.model, s.num_gpus(), &s.training);
+  load_training(r, path, s.model, s.num_gpus(), &s.training, &s.cluster.gpu);
   if (s.training.fp8 && s.cluster.gpu.peak_tflops_fp8 <= 0)
     throw SpecError(path, 0, "training.fp8",
                     "GPU " + s.cluster.gpu.name + " has no FP8 peak (cluster gpu.peak_tflops_fp8); FP8 needs Hopper or later");

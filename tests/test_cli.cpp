@@ -1063,3 +1063,59 @@ TEST_CASE("check warns where a layout fits only if the allocator flushes, and --
   CHECK(q.code == 0);
   CHECK(q.out.empty());
 }
+
+TEST_CASE("BF16 on a GPU without BF16 (V100) is refused, naming the key or flag, and fp16 is its default",
+          "[cli][errors][precision]") {
+  TempDir dir;
+  // The newcomer path on V100: fp16 chosen, and said so.
+  const Result p = run_paraplan({"check", "--model", "llama-2-7b", "--gpus", "8", "--gpu", "v100", "--layout",
+                                 "tp=4,pp=2,zero=1,recompute=full", "--format", "json"},
+                                dir.path());
+  INFO(p.err);
+  REQUIRE((p.code == 0 || p.code == 1));
+  const json j = json::parse(p.out);
+  CHECK(j.at("defaults").at("precision") == "fp16");
+  CHECK(j.at("memory").at("weights").get<std::int64_t>() > 0);
+  // A spec asking for bf16 there names its key; so does each flag or config field that would turn it on.
+  {
+    std::ofstream spec(dir.path() / "v100-bf16.yaml");
+    spec << "model: llama-2-7b\ncluster: v100\nnum_nodes: 2\ntraining:\n  seq_length: 4096\n  global_batch_size: 64\n"
+            "  precision: bf16\n";
+  }
+  const Result s = run_paraplan({"check", "@DIR@/v100-bf16.yaml", "--layout", "tp=4,pp=2"}, dir.path());
+  CHECK(s.code == 2);
+  CHECK(s.out.empty());
+  CHECK(s.err.find("v100-bf16.yaml") != std::string::npos);
+  CHECK(s.err.find("training.precision: GPU V100-SXM2-32GB has no BF16 (cluster gpu.bf16: false); expected fp16 or fp32") !=
+        std::string::npos);
+  const Result m = run_paraplan({"check", "--model", "llama-2-7b", "--gpus", "8", "--gpu", "v100", "--megatron-args",
+                                 "--tensor-model-parallel-size 4 --bf16"},
+                                dir.path());
+  CHECK(m.code == 2);
+  CHECK(m.err.find("--megatron-args: --bf16: GPU V100-SXM2-32GB has no BF16") != std::string::npos);
+  {
+    std::ofstream ds(dir.path() / "ds.json");
+    ds << "{\"train_micro_batch_size_per_gpu\": 1, \"bf16\": {\"enabled\": true}, \"zero_optimization\": {\"stage\": 1}}\n";
+  }
+  const Result d = run_paraplan({"check", "--model", "llama-2-7b", "--gpus", "8", "--gpu", "v100", "--deepspeed-config",
+                                 "@DIR@/ds.json"},
+                                dir.path());
+  CHECK(d.code == 2);
+  CHECK(d.err.find("bf16.enabled: GPU V100-SXM2-32GB has no BF16") != std::string::npos);
+  // A bf16 spec moved onto a V100 with --gpu names the flag and the spec's key (the example says precision: bf16).
+  const Result g = run_paraplan({"check", kLlama2Example, "--gpu", "v100"}, dir.path());
+  CHECK(g.code == 2);
+  CHECK(g.err == "paraplan: error: --gpu: GPU V100-SXM2-32GB has no BF16 (cluster gpu.bf16: false); the spec's "
+                 "training.precision is bf16: expected fp16 or fp32\n");
+  // A spec without a precision follows the GPU there: fp16.
+  {
+    std::ofstream spec(dir.path() / "any.yaml");
+    spec << "model: llama-2-7b\ncluster: h100\nnum_nodes: 1\ntraining:\n  seq_length: 4096\n  global_batch_size: 64\n";
+  }
+  const Result f = run_paraplan({"check", "@DIR@/any.yaml", "--gpu", "v100", "--gpus", "8", "--layout",
+                                 "tp=4,pp=2,recompute=full", "--format", "json"},
+                                dir.path());
+  INFO(f.err);
+  REQUIRE((f.code == 0 || f.code == 1));
+  CHECK(json::parse(f.out).at("memory").at("weights") == j.at("memory").at("weights"));
+}

@@ -96,7 +96,7 @@ TEST_CASE("names the newcomer flags refuse: one line, exit 2, naming the flag", 
     std::string says;
   } bad[] = {
       {{"plan", "--model", "llama-9", "--gpus", "8", "--gpu", "h100"}, "--model: no file and no built-in model named 'llama-9'"},
-      {{"plan", "--model", "llama-2-7b", "--gpus", "8", "--gpu", "v100"}, "--gpu: no file and no built-in GPU"},
+      {{"plan", "--model", "llama-2-7b", "--gpus", "8", "--gpu", "p100"}, "--gpu: no file and no built-in GPU"},
       {{"plan", "--model", "llama-2-7b", "--gpus", "12", "--gpu", "h100"}, "--gpus: expected a multiple of the 8 GPUs per node"},
       {{"plan", "--model", "llama-2-7b", "--gpus", "8"}, "(missing: --gpu)"},
       {{"plan", "--gpus", "8", "--gpu", "h100"}, "(missing: --model)"},

@@ -94,6 +94,13 @@ bool load_cluster_into(Inputs* in, const std::string& path) {
     // Keep the node count within what the loader accepts for the new node size.
     in->spec.num_nodes = std::clamp(in->spec.num_nodes, 1, kMaxGpus / c.gpus_per_node);
     in->spec.cluster = std::move(c);
+    // A GPU without BF16 trains in fp16 (the CLI's default there too).
+    if (!in->spec.cluster.gpu.bf16 && in->spec.training.precision == DType::kBf16) {
+      Training& t = in->spec.training;
+      set_precision(&t, DType::kFp16);
+      if (t.grad_dtype == DType::kBf16) t.grad_dtype = DType::kFp16;
+      if (t.grad_reduce_dtype_given && t.grad_reduce_dtype == DType::kBf16) t.grad_reduce_dtype = DType::kFp16;
+    }
     in->cluster_label = in->spec.cluster.name + " (" + file_name(path) + ")";
   });
 }
@@ -185,6 +192,10 @@ void set_seq_length(Inputs* in, int seq) {
 void set_precision_of(Inputs* in, DType p) {
   Training& t = in->spec.training;
   if (t.precision == p) return;
+  if (p == DType::kBf16 && !in->spec.cluster.gpu.bf16) {
+    in->error = "precision: GPU " + in->spec.cluster.gpu.name + " has no BF16 (cluster gpu.bf16: false); expected fp16 or fp32";
+    return;
+  }
   set_precision(&t, p);
   // fp16 gradients need fp16 compute (the loader's rule): fall back to the precision.
   if (t.grad_dtype == DType::kFp16 && p != DType::kFp16) t.grad_dtype = p;

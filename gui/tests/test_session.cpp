@@ -297,3 +297,20 @@ TEST_CASE("export: the plan as JSON and Markdown, written atomically", "[export]
   fs::remove(out);
   CHECK_THAT(write_file_atomic("/nonexistent/dir/plan.md", md), Catch::Contains("cannot write"));
 }
+
+TEST_CASE("a GPU without BF16 switches the inputs to fp16 and refuses bf16 with a message", "[inputs]") {
+  Inputs in;
+  REQUIRE(load_spec_into(&in, repo("configs/examples/llama2-7b-dgx-h100.yaml")));
+  REQUIRE(in.spec.training.precision == DType::kBf16);
+  REQUIRE(load_cluster_into(&in, repo("configs/clusters/jean-zay-v100-32gb.yaml")));
+  CHECK_FALSE(in.spec.cluster.gpu.bf16);
+  CHECK(in.spec.training.precision == DType::kFp16);
+  CHECK(in.spec.training.grad_dtype != DType::kBf16);
+  const auto rev = in.revision;
+  set_precision_of(&in, DType::kBf16);
+  CHECK(in.spec.training.precision == DType::kFp16);
+  CHECK(in.revision == rev);
+  CHECK_THAT(in.error, Catch::Contains("GPU V100-SXM2-32GB has no BF16"));
+  set_precision_of(&in, DType::kFp32);  // fp32 is fine
+  CHECK(in.spec.training.precision == DType::kFp32);
+}
