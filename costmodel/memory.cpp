@@ -683,9 +683,9 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
     const std::int64_t left = std::max<std::int64_t>(0, gpu_memory_bytes(c) - out.tensor_bytes());
     const std::int64_t bytes = std::min(n * full, left);
     out.held("reduce-scatter inputs held for the NCCL stream (allocated/reserved only)", bytes, n * full, [&] {
-      return fmt::format("min({} per layer x {} layers x {} B x s {} x b {} x h {}, memory left {})",
+      return fmt::format("min({} per layer x {} layers x {} B x s {} x b {} x h {} = {}, memory left {})",
                          prof.held_reduce_scatter_inputs_per_layer, layers_per_chunk, a.act_bytes, a.s, a.b, m.hidden_size,
-                         human(left));
+                         human(n * full), human(left));
     }, prof.held_reduce_scatter);
   }
   if (!c.fragmentation_modelled()) {

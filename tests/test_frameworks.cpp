@@ -407,8 +407,18 @@ TEST_CASE("DeepSpeed pipeline with tp > 1: stage outputs kept as 1/tp partitions
   // backward): the stage then holds 2 + 2 + 12 + 4 = 20 B per parameter and its pipeline send buffers.
   CHECK(step > 0);
   CHECK(m2.total() == 20 * psi + m2[Category::kComm]);
-  // Megatron's pipeline keeps no such partition, and its optimizer has no step-only copies.
+  // Megatron's pipeline keeps no such partition, and with its fp32 main_grad buffer (the default) its step makes
+  // no copies.
   s.training.framework = Framework::kMegatron;
+  s.training.grad_dtype = DType::kFp32;
+  s.training.grad_dtype_given = false;
   CHECK(term(0, part) == -1);
   CHECK(term(2, "optimizer step beyond the backward's peak") == -1);
+  // With a 16-bit main_grad and no distributed optimizer its step casts every gradient to fp32
+  // (megatron/core/optimizer/optimizer.py:1092-1099): 2 + 2 + 12 + 4 = 20 B per parameter there too.
+  s.training.grad_dtype = DType::kFp16;
+  s.training.grad_dtype_given = true;
+  const MemoryBreakdown g2 = stage_memory(s, l, 2);
+  CHECK(term(2, "optimizer step beyond the backward's peak") > 0);
+  CHECK(g2.total() == 20 * psi + g2[Category::kComm]);
 }

@@ -1358,6 +1358,68 @@ TEST_CASE("Megatron-DeepSpeed GPT 52B on 64 V100s (BigScience's log): every rank
   CHECK((t.warnings & StepTime::kWarnMfuAboveBest) != 0);
 }
 
+TEST_CASE("Megatron-LM of 2021 on 16-256 V100s (BigScience's logs): max_memory_allocated, a known gap",
+          "[measurements][megatron]") {
+  // tests/data/measurements/bigscience-megatron-2021-v100.csv (its header: five runs, their arguments, the logs): GPT
+  // 1.8-13B-a-stage models, fp16, full checkpointing, TP 4, PP 4-64, micro-batch 1, 4 micro-batches. Read as the
+  // SC21 table's runs are (Megatron-LM of 2021): fp16 gradients, no gradient-accumulation fusion.
+  struct Run {
+    int pp, hidden, layers;
+    std::int64_t stage1_params;  // the log's "number of parameters on (tensor, pipeline) model parallel rank (t, 1)"
+  };
+  const Run runs[] = {{4, 6144, 40, 1'132'938'240},
+                      {8, 7168, 48, 925'177'344},
+                      {16, 9216, 64, 1'019'501'568},
+                      {32, 12288, 64, 906'160'128},
+                      {64, 16384, 64, 805'433'344}};
+  std::map<int, MemoryEstimate> est;
+  for (const Run& r : runs) {
+    const Model m = megatron_gpt(fmt::format("bigscience-meg-pp{}", r.pp).c_str(), 32, r.hidden, r.layers, 50688, 1024, true);
+    Spec s;
+    s.model = m;
+    s.cluster = test::cluster("jean-zay-v100-32gb");
+    s.num_nodes = r.pp;
+    s.training.seq_length = 1024;
+    s.training.global_batch_size = 4;
+    s.training.transformer_engine = false;
+    s.training.flash_attention = false;
+    LayoutRequest req;
+    req.megatron_args = fmt::format("--tensor-model-parallel-size 4 --pipeline-model-parallel-size {} --micro-batch-size 1 "
+                                    "--global-batch-size 4 --seq-length 1024 --fp16 --checkpoint-activations",
+                                    r.pp);
+    Layout l = layout_from_sources(&s, "bigscience-megatron", req);
+    s.training.grad_dtype = DType::kFp16;
+    s.training.grad_dtype_given = true;
+    s.training.gradient_accumulation_fusion = false;
+    REQUIRE(!resolve_layout(s, &l));
+    REQUIRE(l.dp == 1);
+    CHECK(stage_params(m, l, 1).total() == r.stage1_params);
+    est.emplace(r.pp, estimate_memory(s, l));
+  }
+  std::map<int, std::vector<double>> err;
+  for (const auto& f : read_csv("tests/data/measurements/bigscience-megatron-2021-v100.csv", 10)) {
+    const int pp = std::stoi(f[0]), stage = std::stoi(f[4]);
+    const double predicted = double(est.at(pp).stages[size_t(stage)].allocated()) / (1 << 20);
+    err[pp].push_back(predicted / std::stod(f[7]) - 1);
+  }
+  for (auto& [pp, e] : err) {
+    CHECK(e.size() == size_t(4 * pp));
+    WARN("Megatron-LM 2021, pp " << pp << ": max_memory_allocated median error " << 100 * median(e) << "% over "
+                                 << e.size() << " ranks");
+    // A known gap, 11-15 % low on every rank (medians 11.1-14.5 %): the model's peak is the step's 20 B per parameter (fp16 weights and
+    // gradients, fp32 main params and Adam, the gradients' fp32 copies), where these logs show 22.6-23.5 B. Megatron of
+    // 2021 kept the fp32 main gradients from one step to the next (its zero_grad skipped fp32_from_float16_groups:
+    // NVIDIA/Megatron-LM@63121a9e0f megatron/optimizer/optimizer.py:283-289, today's clears them, :1048-1061) and its
+    // local DDP flattened every fp16 gradient into one more copy to all-reduce (megatron/model/distributed.py:188-218);
+    // neither is today's Megatron, the profile's. The bounds hold the gap.
+    for (double x : e) {
+      CHECK(x < -0.10);
+      CHECK(x > -0.16);
+    }
+  }
+  CHECK(err.size() == 5);
+}
+
 TEST_CASE("BLOOM-176B on 384 A100s (Megatron-DeepSpeed, BigScience's training log): step time", "[measurements][deepspeed]") {
   // bigscience-workshop/bigscience@9e64edec train/tr11-176B-ml: the run's own script tr11-176B-ml.slurm (TP 4, PP 12,
   // micro-batch 2, global batch 2048, 70 layers of hidden 14336 and 112 heads, seq 2048, bf16, --checkpoint-activations,

@@ -27,6 +27,14 @@ void state(const Training& t, const Layout& l, StateBuffers* out) {
   if (g < 4 && l.zero >= 1 && t.precision != DType::kFp32)
     out->add({Category::kOptimizer, "fp32 copy of the bf16 grad shard", 4, true,
               MCORE "megatron/core/optimizer/distrib_optimizer.py:2782-2792"});
+  // Without the distributed optimizer a 16-bit main_grad is cast to fp32 for
+  // every parameter at the step, and those copies live until the next
+  // iteration's zero_grad, before its forward: an optimizer-step buffer.
+  if (g < 4 && l.zero == 0 && t.precision != DType::kFp32)
+    out->add({Category::kTransient, "fp32 copies of the 16-bit main_grad at the optimizer step", 4, false,
+              MCORE "megatron/core/optimizer/optimizer.py:1092-1099 (main_param.grad = model_param.main_grad.float()), "
+                    ":1048-1061 (dropped by the next zero_grad)",
+              true});
 }
 
 }  // namespace
