@@ -77,6 +77,8 @@ void set_precision(Training* t, DType p) {
     t->optimizer_state_bytes = default_optimizer_state_bytes(t->optimizer, p);
 }
 
+std::string no_bf16_reason(const Gpu& g) { return "GPU " + g.name + " has no BF16 (cluster gpu.bf16: false)"; }
+
 namespace {
 std::int64_t norm_params(const Model& m) {
   // RMSNorm has a scale; LayerNorm a scale and a bias.

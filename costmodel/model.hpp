@@ -406,6 +406,9 @@ double default_optimizer_state_bytes(OptimizerKind o, DType precision);
 // Sets the precision and re-derives the defaults that follow it (gradient
 // dtype, optimizer state bytes) unless the spec gave them.
 void set_precision(Training* t, DType precision);
+// Why a run on GPU g cannot use bf16 ("GPU V100-SXM2-32GB has no BF16 (cluster
+// gpu.bf16: false)"), the one wording every refusal uses.
+std::string no_bf16_reason(const Gpu& g);
 
 // ---- parameter counts (FACTS.md "Parameter counting rules") ----
 

@@ -310,7 +310,7 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
       spec->training.fp8_amax_history_len = capped_int(src, flag, val(), 1 << 20);
     else if (flag == "--bf16") {
       if (!spec->cluster.gpu.bf16)
-        fail(src, flag, "GPU " + spec->cluster.gpu.name + " has no BF16 (cluster gpu.bf16: false); use --fp16");
+        fail(src, flag, no_bf16_reason(spec->cluster.gpu) + "; use --fp16");
       set_precision(&spec->training, DType::kBf16);
     }
     else if (flag == "--fp16") set_precision(&spec->training, DType::kFp16);
@@ -546,7 +546,7 @@ Draft from_deepspeed(const std::string& path, Spec* spec) {
     if (!en->is_boolean())
       fail(path, std::string(prec) + ".enabled", "expected true, false or \"auto\", got " + en->dump());
     if (en->get<bool>() && std::string(prec) == "bf16" && !spec->cluster.gpu.bf16)
-      fail(path, "bf16.enabled", "GPU " + spec->cluster.gpu.name + " has no BF16 (cluster gpu.bf16: false); use fp16");
+      fail(path, "bf16.enabled", no_bf16_reason(spec->cluster.gpu) + "; use fp16");
     if (en->get<bool>()) set_precision(&spec->training, std::string(prec) == "bf16" ? DType::kBf16 : DType::kFp16);
   }
   // A dtype string of the config: "fp32", "bf16" or "fp16".
@@ -564,7 +564,7 @@ Draft from_deepspeed(const std::string& path, Spec* spec) {
       spec->training.grad_dtype = dtype_value(*ga, "data_types.grad_accum_dtype");
       if (spec->training.grad_dtype == DType::kBf16 && !spec->cluster.gpu.bf16)
         fail(path, "data_types.grad_accum_dtype",
-             "GPU " + spec->cluster.gpu.name + " has no BF16 (cluster gpu.bf16: false)");
+             no_bf16_reason(spec->cluster.gpu));
       spec->training.grad_dtype_given = true;
     }
   }
@@ -573,7 +573,7 @@ Draft from_deepspeed(const std::string& path, Spec* spec) {
   if (auto cd = j.find("communication_data_type"); cd != j.end() && !cd->is_null()) {
     spec->training.grad_reduce_dtype = dtype_value(*cd, "communication_data_type");
     if (spec->training.grad_reduce_dtype == DType::kBf16 && !spec->cluster.gpu.bf16)
-      fail(path, "communication_data_type", "GPU " + spec->cluster.gpu.name + " has no BF16 (cluster gpu.bf16: false)");
+      fail(path, "communication_data_type", no_bf16_reason(spec->cluster.gpu));
     spec->training.grad_reduce_dtype_given = true;
   }
   if (auto tb = j.find("train_batch_size"); tb != j.end() && !is_auto(*tb))

@@ -86,7 +86,7 @@ ResolvedSpec resolve_spec(const SpecInputs& in) {
   if (!s.cluster.gpu.bf16) {
     // A GPU without BF16 (Volta, Turing) trains in fp16 unless told fp32; a
     // spec that asks for bf16 on it is refused, naming the flag that chose it.
-    const std::string why = "GPU " + s.cluster.gpu.name + " has no BF16 (cluster gpu.bf16: false)";
+    const std::string why = no_bf16_reason(s.cluster.gpu);
     if (s.training.precision == DType::kBf16 && s.training.precision_given)
       throw SpecError("--gpu", 0, "", why + "; the spec's training.precision is bf16: expected fp16 or fp32");
     if (s.training.grad_dtype_given && s.training.grad_dtype == DType::kBf16)

@@ -306,7 +306,7 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
                              ? capped(r, "global_batch_size", r.get_int("global_batch_size", 1), kMaxBatch)
                              : default_global_batch(t->seq_length, num_gpus);
   const bool no_bf16 = gpu && !gpu->bf16;
-  const std::string no_bf16_why = no_bf16 ? "GPU " + gpu->name + " has no BF16 (cluster gpu.bf16: false)" : "";
+  const std::string no_bf16_why = no_bf16 ? no_bf16_reason(*gpu) : "";
   t->precision = DType(r.opt_choice("precision", int(no_bf16 ? DType::kFp16 : DType::kBf16), {"bf16", "fp16", "fp32"}));
   t->precision_given = r.has("precision");
   if (no_bf16 && t->precision == DType::kBf16) r.fail("precision", no_bf16_why + "; expected fp16 or fp32");

@@ -193,7 +193,7 @@ void set_precision_of(Inputs* in, DType p) {
   Training& t = in->spec.training;
   if (t.precision == p) return;
   if (p == DType::kBf16 && !in->spec.cluster.gpu.bf16) {
-    in->error = "precision: GPU " + in->spec.cluster.gpu.name + " has no BF16 (cluster gpu.bf16: false); expected fp16 or fp32";
+    in->error = "precision: " + no_bf16_reason(in->spec.cluster.gpu) + "; expected fp16 or fp32";
     return;
   }
   set_precision(&t, p);
