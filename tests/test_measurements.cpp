@@ -1351,7 +1351,7 @@ TEST_CASE("Megatron-DeepSpeed GPT 52B on 64 V100s (BigScience's log): every rank
   CHECK(stage_params(m, l, 0).total() == 917'757'952);
   const MemoryEstimate e = estimate_memory(s, l);
   REQUIRE(e.stages.size() == 16);
-  std::vector<double> abs_err;
+  std::vector<double> abs_err, reserved_err;
   int rows = 0;
   for (const auto& f : read_csv("tests/data/measurements/bigscience-52b-ds-pipeline-v100.csv", 6)) {
     ++rows;
@@ -1369,8 +1369,17 @@ TEST_CASE("Megatron-DeepSpeed GPT 52B on 64 V100s (BigScience's log): every rank
     if (stage < 15) CHECK(std::abs(err) < 0.015);
     else CHECK((err < 0 && err > -0.05));
     abs_err.push_back(std::abs(err));
+    // max_memory_reserved, a known gap: the allocator keeps 1.1-3.3 GiB cached beside the peak's live blocks (blocks
+    // split around the kept checkpoint inputs and the recomputed layer's buffers of other sizes), which paraplan's
+    // reserved figure does not simulate: its reserved is its allocated here (the checkpoints are 64 MiB, whole 2 MiB
+    // segments, so no rounding slack).
+    const double reserved = double(e.stages[size_t(stage)].reserved()) / (1 << 20), res_err = reserved / std::stod(f[5]) - 1;
+    reserved_err.push_back(res_err);
+    INFO("max reserved " << f[5] << " MiB, predicted " << reserved << " MiB (" << 100 * res_err << "%)");
+    CHECK((res_err < -0.07 && res_err > -0.19));
   }
   CHECK(rows == 64);
+  WARN("BigScience 52B on 64 V100s: max_memory_reserved " << 100 * median(reserved_err) << "% at the median (known gap)");
   WARN("BigScience 52B on 64 V100s (DeepSpeed pipeline, fp16): max_memory_allocated median |error| "
        << 100 * median(abs_err) << "% over 64 ranks");
   CHECK(median(abs_err) < 0.01);
