@@ -1437,11 +1437,20 @@ TEST_CASE("Megatron-LM of 2021 on 16-256 V100s (BigScience's logs): max_memory_a
     est.emplace(r.pp, estimate_memory(s, l));
   }
   std::map<int, std::vector<double>> err;
+  std::vector<double> res_err;
   for (const auto& f : read_csv("tests/data/measurements/bigscience-megatron-2021-v100.csv", 10)) {
     const int pp = std::stoi(f[0]), stage = std::stoi(f[4]);
     const double predicted = double(est.at(pp).stages[size_t(stage)].allocated()) / (1 << 20);
     err[pp].push_back(predicted / std::stod(f[7]) - 1);
+    res_err.push_back(double(est.at(pp).stages[size_t(stage)].reserved()) / (1 << 20) / std::stod(f[9]) - 1);
   }
+  // max_memory_reserved, a wider known gap: 23-32 % low (median 28 %), the allocated gap above plus the 2.8-5.5 GiB
+  // the allocator kept cached beside the live blocks (not simulated: these fp16 checkpoints and recomputed layers
+  // leave no segment-rounding slack in paraplan's figure).
+  WARN("Megatron-LM 2021: max_memory_reserved median error " << 100 * median(res_err) << "% over " << res_err.size()
+                                                             << " ranks (known gap)");
+  CHECK(res_err.size() == 496);
+  for (double x : res_err) CHECK((x < -0.20 && x > -0.35));
   for (auto& [pp, e] : err) {
     CHECK(e.size() == size_t(4 * pp));
     WARN("Megatron-LM 2021, pp " << pp << ": max_memory_allocated median error " << 100 * median(e) << "% over "
