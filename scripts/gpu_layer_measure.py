@@ -310,6 +310,7 @@ for r in rows:
           f"other {k['other'] * 1e3:7.3f}; idle {r['idle_s'] * 1e3:6.3f} ms")
 print("elementwise fit:", res.get("elementwise_fit"))
 if quick and only is None:  # the suite runs --quick on the CPU: every row measured, every figure positive
-    assert len(rows) == 2 and all(r["forward_backward_s"] > r["forward_s"] > 0 and r["busy_s"] > 0 for r in rows), rows
+    # (positive only: on tiny CPU shapes a loaded machine can time a forward above its forward + backward)
+    assert len(rows) == 2 and all(r["forward_backward_s"] > 0 and r["forward_s"] > 0 and r["busy_s"] > 0 for r in rows), rows
     assert all(e["s"] > 0 for e in ew) and res["elementwise_fit"]["rate_gbs"], res["elementwise_fit"]
     assert len(att) == 4 and all(a.get("s", 0) > 0 for a in att), att
