@@ -240,7 +240,7 @@ TEST_CASE("nanotron on H100 (Ultra-Scale Playbook, pp = 1): rank-0 memory from p
   // The held blocks as the runs realized them (the model holds 2 per layer, the whole forward's row-parallel
   // outputs): with gradient accumulation (the host free to run on into the next micro-batch) the 3B runs realize
   // about the forward's 2 per layer, the 1B runs about 3 (some 50-60 blocks in all on either model, as if a
-  // count of queued work bounded them rather than the layers); with one micro-batch a step, about half that. MEASURED
+  // count of queued work bounded them rather than the layers); with one micro-batch a step fewer. MEASURED
   // medians on 2026-11-28: 1B 3.16 (49 runs) and 1.53 (19), 3B 2.03 (47) and 1.37 (19); 26 of the 134 realize under
   // half a block per layer (the same per-rank layout near 0 in one run and near 3 in another: 1B tp 8 micro-batch
   // 16, ZeRO 0).
