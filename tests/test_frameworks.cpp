@@ -20,26 +20,29 @@ namespace {
 constexpr std::int64_t kPsi = 6'738'415'616;  // Llama-2-7B weights (FACTS.md)
 constexpr std::int64_t kS = 4096;
 
-// Llama-2-7B on 8 GPUs, dp = 8, bf16, flash attention, under one framework.
-MemoryBreakdown llama7b(Framework f, const char* layout, bool bf16_grads_given = false) {
+// Llama-2-7B on 8 GPUs, dp = 8, bf16, flash attention, under one framework;
+// `layout` resolved into *l.
+Spec llama7b_spec(Framework f, const char* layout, bool bf16_grads_given, Layout* l) {
   Spec s = test::spec_for(test::model("llama-2-7b"), 8, int(kS), 64);
   s.training.flash_attention = true;
   s.training.framework = f;
   s.training.grad_dtype_given = bf16_grads_given;
-  Layout l = parse_layout(layout);
-  const auto problem = resolve_layout(s, &l);
+  *l = parse_layout(layout);
+  const auto problem = resolve_layout(s, l);
   REQUIRE(!problem);
+  return s;
+}
+
+MemoryBreakdown llama7b(Framework f, const char* layout, bool bf16_grads_given = false) {
+  Layout l;
+  const Spec s = llama7b_spec(f, layout, bf16_grads_given, &l);
   return stage_memory(s, l, 0);
 }
 
 // The bytes of llama7b's term `name` (-1 where it has none).
 std::int64_t llama7b_term(Framework f, const char* layout, bool bf16_grads_given, const std::string& name) {
-  Spec s = test::spec_for(test::model("llama-2-7b"), 8, int(kS), 64);
-  s.training.flash_attention = true;
-  s.training.framework = f;
-  s.training.grad_dtype_given = bf16_grads_given;
-  Layout l = parse_layout(layout);
-  REQUIRE(!resolve_layout(s, &l));
+  Layout l;
+  const Spec s = llama7b_spec(f, layout, bf16_grads_given, &l);
   for (const Term& t : stage_terms(s, l, 0))
     if (t.name == name) return t.bytes;
   return -1;

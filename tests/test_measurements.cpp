@@ -68,12 +68,17 @@ std::vector<std::vector<std::string>> read_csv(const std::string& rel, size_t fi
 // NVLink inside, EFA between them: configs/clusters/h100-aws-p5.yaml), seq
 // 4096, flash attention, tp in REDUCE_SCATTER mode (sp when tp > 1), global
 // batch dp x mbs x grad_accum; the layout unresolved in *l.
+// The Playbook's "1B" and "3B" models (configs/models/nanotron-bench-*.yaml).
+const Model& playbook_model(const std::string& model) {
+  static const Model m1 = test::model("nanotron-bench-1b"), m3 = test::model("nanotron-bench-3b");
+  return model == "1B" ? m1 : m3;
+}
+
 Spec playbook_spec(const std::string& model, int nodes, int dp, int tp, int pp, int zero, int mbs, int grad_accum,
                    Layout* l) {
-  static const Model m1 = test::model("nanotron-bench-1b"), m3 = test::model("nanotron-bench-3b");
   static const Cluster h100 = test::cluster("h100-aws-p5");
   Spec s;
-  s.model = model == "1B" ? m1 : m3;
+  s.model = playbook_model(model);
   s.cluster = h100;
   s.num_nodes = nodes;
   s.search.allow_tp_across_nodes = true;
@@ -164,8 +169,7 @@ TEST_CASE("nanotron on H100 (Ultra-Scale Playbook, pp = 1): rank-0 memory from p
     const Prediction p = predict(r);
     flush.add(p.e, r.status == "ran");
     if (r.status == "ran" && r.tp > 1 && r.mbs >= 4) {
-      static const Model m1 = test::model("nanotron-bench-1b"), m3 = test::model("nanotron-bench-3b");
-      const Model& m = r.model == "1B" ? m1 : m3;
+      const Model& m = playbook_model(r.model);
       const double block = 2.0 * 4096 * r.mbs * m.hidden_size / kGiB;
       const auto& st = p.e.stages[0];
       const double without_held = double(st.reserved() - st.held_for_streams) / kGiB;

@@ -24,25 +24,24 @@ void state(const Training& t, const Layout& l, StateBuffers* out) {
   out->add({Category::kOptimizer, l.zero >= 1 ? "fp32 main params + Adam m, v (distributed optimizer)" : "fp32 main params + Adam m, v",
             t.optimizer_state_bytes, l.zero >= 1,
             MCORE "megatron/core/optimizer/distrib_optimizer.py:412-414,445; optimizer.py:964,1012"});
-  // The distributed optimizer casts its shard of a 16-bit main_grad to fp32
-  // at the step (.float() of the bf16 view; of an fp32 buffer it is the view
-  // itself), and the next iteration's zero_grad, before its forward, sets
-  // those grads to None: an optimizer-step buffer, like the copies below.
-  if (g < 4 && l.zero >= 1 && t.precision != DType::kFp32)
-    out->add({Category::kTransient, "fp32 copy of the 16-bit main_grad shard at the optimizer step", 4, true,
-              MCORE "megatron/core/optimizer/distrib_optimizer.py:2782-2792 (shard_main_param.grad = "
-                    "shard_model_grad.float()), :2568-2598 (zero_grad: shard_fp32_from_float16_groups' grads set to "
-                    "None), megatron/training/training.py:3044 (optimizer.zero_grad() in train_step, before the "
-                    "forward-backward)",
+  // A 16-bit main_grad is cast to fp32 at the optimizer step (.float(); of an
+  // fp32 buffer it is the view itself), by the distributed optimizer for its
+  // shard, otherwise for every parameter, and the next iteration's zero_grad,
+  // before its forward, sets those grads to None: an optimizer-step buffer.
+  if (g < 4 && t.precision != DType::kFp32) {
+    const bool shard = l.zero >= 1;
+    out->add({Category::kTransient,
+              shard ? "fp32 copy of the 16-bit main_grad shard at the optimizer step"
+                    : "fp32 copies of the 16-bit main_grad at the optimizer step",
+              4, shard,
+              shard ? MCORE "megatron/core/optimizer/distrib_optimizer.py:2782-2792 (shard_main_param.grad = "
+                            "shard_model_grad.float()), :2568-2598 (zero_grad: shard_fp32_from_float16_groups' grads set "
+                            "to None), megatron/training/training.py:3044 (optimizer.zero_grad() in train_step, before "
+                            "the forward-backward)"
+                    : MCORE "megatron/core/optimizer/optimizer.py:1092-1099 (main_param.grad = model_param.main_grad.float()), "
+                            ":1048-1061 (dropped by the next zero_grad)",
               true});
-  // Without the distributed optimizer a 16-bit main_grad is cast to fp32 for
-  // every parameter at the step, and those copies live until the next
-  // iteration's zero_grad, before its forward: an optimizer-step buffer.
-  if (g < 4 && l.zero == 0 && t.precision != DType::kFp32)
-    out->add({Category::kTransient, "fp32 copies of the 16-bit main_grad at the optimizer step", 4, false,
-              MCORE "megatron/core/optimizer/optimizer.py:1092-1099 (main_param.grad = model_param.main_grad.float()), "
-                    ":1048-1061 (dropped by the next zero_grad)",
-              true});
+  }
 }
 
 }  // namespace
