@@ -71,6 +71,25 @@ TEST_CASE("model state per framework, bytes per parameter by hand", "[memory][fr
     // With the fp32 buffer (the default) .float() is the buffer itself: no step term at all.
     CHECK(llama7b_term(Framework::kMegatron, "tp=1,pp=1,zero=1", false, step) == -1);
   }
+  SECTION("Megatron-FSDP (ZeRO 3) --grad-reduce-in-bf16: 2/d + 2/d + 12/d, the fp32 grad shard at the step only") {
+    // Megatron-FSDP casts the rank's bf16 grad shard to its fp32 main weights' dtype when it attaches the grads
+    // after the last backward (megatron_fsdp/param_and_grad_buffer.py:3377-3381) and zero_grad drops it
+    // (:3189-3214): 4 x 842,301,952 B = 3.14 GiB, under the activations then gone, so 0 beyond the backward's peak.
+    const MemoryBreakdown m = llama7b(Framework::kMegatron, "tp=1,pp=1,zero=3", true);
+    CHECK(m[Category::kWeights] == 2 * shard);
+    CHECK(m[Category::kGradients] == 2 * shard);
+    CHECK(m[Category::kOptimizer] == 12 * shard);
+    CHECK(m[Category::kActivations] > 4 * shard);
+    const char* step = "optimizer step beyond the backward's peak";
+    CHECK(llama7b_term(Framework::kMegatron, "tp=1,pp=1,zero=3", true, step) == 0);
+    CHECK(llama7b_term(Framework::kMegatron, "tp=1,pp=1,zero=3", false, step) == -1);
+    Layout l;
+    const Spec s = llama7b_spec(Framework::kMegatron, "tp=1,pp=1,zero=3", true, &l);
+    bool cited = false;
+    for (const Term& t : stage_terms(s, l, 0))
+      if (t.name == step) cited = t.source.find("megatron_fsdp/param_and_grad_buffer.py:3351-3406") != std::string::npos;
+    CHECK(cited);
+  }
   SECTION("Megatron without the distributed optimizer: 18 B/param (theoretical_memory_usage.py)") {
     const MemoryBreakdown m = llama7b(Framework::kMegatron, "tp=1,pp=1,zero=0");
     CHECK(m[Category::kWeights] + m[Category::kGradients] + m[Category::kOptimizer] == 18 * kPsi);

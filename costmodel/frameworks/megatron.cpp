@@ -26,21 +26,29 @@ void state(const Training& t, const Layout& l, StateBuffers* out) {
             MCORE "megatron/core/optimizer/distrib_optimizer.py:412-414,445; optimizer.py:964,1012"});
   // A 16-bit main_grad is cast to fp32 at the optimizer step (.float(); of an
   // fp32 buffer it is the view itself), by the distributed optimizer for its
-  // shard, otherwise for every parameter, and the next iteration's zero_grad,
-  // before its forward, sets those grads to None: an optimizer-step buffer.
+  // shard, by Megatron-FSDP (zero >= 2, whose grads the distributed optimizer
+  // leaves to it, distrib_optimizer.py:2767-2771) for its shard too,
+  // otherwise for every parameter; the next iteration's zero_grad, before its
+  // forward, drops those grads: an optimizer-step buffer.
   if (g < 4 && t.precision != DType::kFp32) {
-    const bool shard = l.zero >= 1;
-    out->add({Category::kTransient,
-              shard ? "fp32 copy of the 16-bit main_grad shard at the optimizer step"
-                    : "fp32 copies of the 16-bit main_grad at the optimizer step",
-              4, shard,
-              shard ? MCORE "megatron/core/optimizer/distrib_optimizer.py:2782-2792 (shard_main_param.grad = "
-                            "shard_model_grad.float()), :2568-2598 (zero_grad: shard_fp32_from_float16_groups' grads set "
-                            "to None), megatron/training/training.py:3044 (optimizer.zero_grad() in train_step, before "
-                            "the forward-backward)"
-                    : MCORE "megatron/core/optimizer/optimizer.py:1092-1099 (main_param.grad = model_param.main_grad.float()), "
-                            ":1048-1061 (dropped by the next zero_grad)",
-              true});
+    const bool shard = l.zero >= 1, fsdp = l.zero >= 2;
+    const char* name = fsdp    ? "fp32 copy of the 16-bit main_grad shard at the optimizer step (Megatron-FSDP)"
+                       : shard ? "fp32 copy of the 16-bit main_grad shard at the optimizer step"
+                               : "fp32 copies of the 16-bit main_grad at the optimizer step";
+    const char* source =
+        fsdp ? MCORE "megatron/core/distributed/fsdp/src/megatron_fsdp/param_and_grad_buffer.py:3351-3406 "
+                     "(update_main_grads: the grad shard, only_shard with the optimizer state sharded, :3374-3376, "
+                     "optimizer_grad.to(param.dtype) for fp32 main weights, :3377-3381), megatron_fsdp.py:1369-1374, "
+                     ":1394 (attached in finish_grad_sync, after the last backward), param_and_grad_buffer.py:3189-3214 "
+                     "(zero_grad drops it unless megatron_fsdp_cuda_graph_mode), distrib_optimizer.py:2568-2582 "
+                     "(optimizer.zero_grad calls it), megatron/training/training.py:3044 (before the forward-backward)"
+        : shard ? MCORE "megatron/core/optimizer/distrib_optimizer.py:2782-2792 (shard_main_param.grad = "
+                        "shard_model_grad.float()), :2568-2598 (zero_grad: shard_fp32_from_float16_groups' grads set "
+                        "to None), megatron/training/training.py:3044 (optimizer.zero_grad() in train_step, before "
+                        "the forward-backward)"
+                : MCORE "megatron/core/optimizer/optimizer.py:1092-1099 (main_param.grad = model_param.main_grad.float()), "
+                        ":1048-1061 (dropped by the next zero_grad)";
+    out->add({Category::kTransient, name, 4, shard, source, true});
   }
 }
 
