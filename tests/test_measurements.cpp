@@ -1190,6 +1190,10 @@ TEST_CASE("nanotron on H100 (Ultra-Scale Playbook, pp > 1): rank-0 memory with n
   std::vector<double> err, abs_err;
   int ran = 0, ran_not_fit = 0, crashed = 0, crashed_not_fit = 0, refused = 0, refused_ran = 0;
   FlushTally flush;
+  // What each run that ran measured beyond the prediction without the stream-held blocks, in multiples of the
+  // blocks the model holds (one forward's row-parallel outputs on stage 0), by pipeline depth and regime: tp 2-16
+  // on up to 32 nodes, tp 32, 64 nodes. Runs holding at least 1.5 GiB of them.
+  std::map<std::pair<int, std::string>, std::vector<double>> held_multiple;
   for (const auto& f : read_csv("tests/data/measurements/ultrascale-playbook-1B-3B.csv")) {
     const int pp = std::stoi(f[6]);
     if (pp == 1) continue;
@@ -1210,6 +1214,13 @@ TEST_CASE("nanotron on H100 (Ultra-Scale Playbook, pp > 1): rank-0 memory with n
       err.push_back((predicted - measured) / measured);
       abs_err.push_back(std::abs(err.back()));
       ran_not_fit += !e.fits;
+      const MemoryBreakdown& st = e.stages[0];
+      if (st.held_wanted >= 1.5 * kGiB) {
+        const int tp = std::stoi(f[5]), nodes = std::stoi(f[2]);
+        const double without_held = double(st.reserved() - st.held_for_streams) / kGiB;
+        const std::string regime = tp == 32 ? "tp 32" : nodes == 64 ? "64 nodes" : "tp 2-16";
+        held_multiple[{pp, regime}].push_back((measured - without_held) / (double(st.held_wanted) / kGiB));
+      }
     } else {
       ++crashed;
       crashed_not_fit += !e.fits;
@@ -1228,6 +1239,32 @@ TEST_CASE("nanotron on H100 (Ultra-Scale Playbook, pp > 1): rank-0 memory with n
   // the pp > 1 runs predicted to fit, those whose held reduce-scatter inputs would not fit beside the rest crashed
   // 27 times in 30, the others 59 times in 846.
   flush.check(30, 27, 846, 59);
+  // Where the pp > 1 error lies (MEASURED medians, 2026-11-28; the model holds 1 forward's worth): with tp 2-16 on
+  // up to 32 nodes stage 0 held about pp - 1 forwards' worth at pp >= 4 (pp 4: 2.19, 62 runs; pp 8: 6.73, 23;
+  // the one pp 16 run 13.3), while at pp 2 (0.33, 121 runs), at tp 32 (pp 2: 0.08, 35; pp 4: 0.22, 20) and on 64
+  // nodes (pp 2: 0.12, 13) about none. nanotron@67c5ebb6 polls each send's metadata isend to completion, which the
+  // GPU reaches only after the forward queued before it (p2p.py:284-301), so the held inputs of one micro-batch
+  // cannot outlive the next; a count growing with the
+  // micro-batches in flight points at the caching allocator, whose cached full-size blocks the later micro-batches'
+  // smaller long-lived activations split, each forward then taking new segments for its full-size blocks. Not
+  // modelled: no allocator simulation says why tp 32, 64 nodes and pp 2 escape it. It is why the model is 16-41 % low
+  // at pp 8 tp 4-16 and 38-90 % high at pp 2 tp 16-32 (the medians of each model and tp).
+  const auto multiple = [&](int pp_, const std::string& regime) {
+    const auto it = held_multiple.find({pp_, regime});
+    REQUIRE(it != held_multiple.end());
+    INFO("pp " << pp_ << ", " << regime << ": " << it->second.size() << " runs, median " << median(it->second));
+    return median(it->second);
+  };
+  CHECK(held_multiple[{4, "tp 2-16"}].size() == 62);
+  CHECK(held_multiple[{8, "tp 2-16"}].size() == 23);
+  CHECK(multiple(4, "tp 2-16") > 1.8);
+  CHECK(multiple(4, "tp 2-16") < 3.0);
+  CHECK(multiple(8, "tp 2-16") > 5.5);
+  CHECK(multiple(8, "tp 2-16") < 7.5);
+  CHECK(multiple(2, "tp 2-16") < 0.6);
+  CHECK(multiple(2, "tp 32") < 0.2);
+  CHECK(multiple(4, "tp 32") < 0.4);
+  CHECK(multiple(2, "64 nodes") < 0.3);
 }
 
 TEST_CASE("Megatron-LM's SC21 weak-scaling table on A100 (Narayanan et al. 2021 Table 1, GPT 1.7B-1T)",
