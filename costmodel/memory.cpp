@@ -85,9 +85,10 @@ struct BreakdownSink {
   }
   void in_allocator(std::int64_t bytes) { m.runtime_in_allocator += bytes; }
   template <class F>
-  void held(const char*, std::int64_t bytes, std::int64_t wanted, F&&, const char*) {
+  void held(const char*, std::int64_t bytes, std::int64_t wanted, bool in_allocated, F&&, const char*) {
     m.held_for_streams += bytes;
     m.held_wanted += wanted;
+    m.held_in_allocated = in_allocated;
   }
   std::int64_t tensor_bytes() const { return sum; }
   std::int64_t category_bytes(Category c) const { return m[c]; }
@@ -102,7 +103,7 @@ struct TermSink {
   }
   void in_allocator(std::int64_t) {}
   template <class F>
-  void held(const char* name, std::int64_t bytes, std::int64_t, F&& formula, const char* source) {
+  void held(const char* name, std::int64_t bytes, std::int64_t, bool, F&& formula, const char* source) {
     terms.push_back(Term{Category::kComm, name, formula(), bytes, source, true});
   }
   std::int64_t tensor_bytes() const {
@@ -682,7 +683,9 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
     const std::int64_t n = prof.held_reduce_scatter_inputs_per_layer * layers_per_chunk;
     const std::int64_t left = std::max<std::int64_t>(0, gpu_memory_bytes(c) - out.tensor_bytes());
     const std::int64_t bytes = std::min(n * full, left);
-    out.held("reduce-scatter inputs held for the NCCL stream (allocated/reserved only)", bytes, n * full, [&] {
+    out.held(prof.held_in_allocated ? "reduce-scatter inputs held for the NCCL stream (allocated and reserved)"
+                                    : "reduce-scatter inputs held for the NCCL stream (reserved only)",
+             bytes, n * full, prof.held_in_allocated, [&] {
       return fmt::format("min({} per layer x {} layers x {} B x s {} x b {} x h {} = {}, memory left {})",
                          prof.held_reduce_scatter_inputs_per_layer, layers_per_chunk, a.act_bytes, a.s, a.b, m.hidden_size,
                          human(n * full), human(left));

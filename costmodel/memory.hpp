@@ -31,11 +31,16 @@ struct MemoryBreakdown {
   // cuBLAS workspaces), so it shows in allocated and reserved too.
   std::int64_t runtime_in_allocator = 0;
   // Blocks the caching allocator keeps only because a stream has not yet
-  // finished with them (a collective's input): they count in allocated and
-  // reserved, up to the memory left over, but a failed cudaMalloc first
-  // synchronizes and frees them (CUDACachingAllocator release_cached_blocks),
-  // so they never make a layout fail and are not part of total()/device().
+  // finished with them (a collective's input): freed by the framework, so
+  // out of allocated (DeviceCachingAllocator::free lowers allocated_bytes
+  // before it inserts the block's stream events), but not reusable until those
+  // events complete, so their segments stay in reserved, up to the memory left
+  // over; a failed cudaMalloc first synchronizes and frees them
+  // (release_cached_blocks), so they never make a layout fail and are not
+  // part of total()/device(). Where the profile says so
+  // (Profile::held_in_allocated) they count in allocated too.
   std::int64_t held_for_streams = 0;
+  bool held_in_allocated = false;
   // The same blocks before that cap: what the framework would keep held with
   // the host a forward ahead of the GPU and room enough. Where device() plus
   // these exceed the usable memory, the layout fits only if the allocator
@@ -52,10 +57,13 @@ struct MemoryBreakdown {
   // torch.cuda.max_memory_allocated(): live tensor blocks.
   std::int64_t allocated() const {
     return total() - bytes[int(Category::kRuntime)] - bytes[int(Category::kFragmentation)] + runtime_in_allocator +
-           held_for_streams;
+           (held_in_allocated ? held_for_streams : 0);
   }
-  // torch.cuda.max_memory_reserved(): allocated + the allocator's cached slack.
-  std::int64_t reserved() const { return allocated() + bytes[int(Category::kFragmentation)]; }
+  // torch.cuda.max_memory_reserved(): allocated + the allocator's cached
+  // slack + the blocks still held for a stream.
+  std::int64_t reserved() const {
+    return allocated() + bytes[int(Category::kFragmentation)] + (held_in_allocated ? 0 : held_for_streams);
+  }
   // What must fit: reserved without the stream-held blocks, + CUDA context,
   // NCCL buffers and other memory outside the allocator.
   std::int64_t device() const { return total(); }
@@ -111,7 +119,7 @@ struct Term {
   std::string formula;  // with the numbers put in
   std::int64_t bytes;
   std::string source;   // where the term comes from (framework profile: repo@commit file:line)
-  bool held_for_streams = false;  // counted in allocated/reserved only (see MemoryBreakdown)
+  bool held_for_streams = false;  // counted in reserved (and allocated where the profile says: see MemoryBreakdown)
 };
 
 // Memory of one rank of `stage`. The layout must be resolved (resolve_layout).

@@ -121,7 +121,7 @@ std::string header(const Spec& s, const Layout& l, const MemoryEstimate& e) {
   return o;
 }
 
-// Blocks held only for a stream count in allocated and reserved but not on the
+// Blocks held only for a stream count in reserved but not on the
 // device: a failed cudaMalloc frees them first (MemoryBreakdown). Said where the
 // figures would otherwise read as reserved > what must fit.
 static std::string held_text(const MemoryEstimate& e) {

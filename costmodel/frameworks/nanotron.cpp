@@ -57,7 +57,7 @@ const Profile& nanotron_profile() {
       "huggingface/nanotron@2411b022 src/nanotron/parallel/utils.py:13-27 (singleton MemoryBuffer \"allgather\")",
       2,
       NT "src/nanotron/parallel/tensor_parallel/functional.py:466-469 (async row linear: F.linear, then reduce-scatter), "
-         "distributed_differentiable_primitives.py:119 (reduce_scatter_tensor); " "pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp ([Sync Streams]: recordStream(input, ncclStream) in collective(); stored copy, version unnamed) + c10/cuda/CUDACachingAllocator.cpp (free of a block with stream uses waits for its events)",
+         "distributed_differentiable_primitives.py:119 (reduce_scatter_tensor); " "pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp ([Sync Streams]: recordStream(input, ncclStream) in collective(); stored copy, version unnamed) + c10/cuda/CUDACachingAllocator.cpp (free of a block with stream uses waits for its events); reserved only: pytorch c10/cuda/CUDACachingAllocator.cpp@001074d2 DeviceCachingAllocator::free lowers allocated_bytes before it inserts the block's stream events, and recordStream is PyTorch's default (ProcessGroupNCCL.cpp getCvarBool(TORCH_NCCL_AVOID_RECORD_STREAMS, false); nanotron@67c5ebb6 sets none)",
       BucketRule::kNone,
       0,
       "DDP buckets are counted as model state (torch DDP bucket copy)",

@@ -365,6 +365,13 @@ struct Profile {
   // partition of it (DeepSpeed's pipe_partitioned); nullptr: it keeps none
   // beyond the layers' saved tensors.
   Source pipe_output_partition = nullptr;
+  // Whether the blocks held for the reduce-scatter (held_reduce_scatter_
+  // inputs_per_layer) count in max_memory_allocated as well as in reserved.
+  // Where ProcessGroupNCCL records the NCCL stream on the input (PyTorch's
+  // default), the framework's free lowers allocated at once and only the
+  // segments wait for the stream (MemoryBreakdown::held_for_streams).
+  // The reason goes in held_reduce_scatter.
+  bool held_in_allocated = false;
 };
 
 // A profile whose ZeRO-1/2 parameter all-gather runs whole after the
