@@ -39,13 +39,27 @@ MemoryBreakdown llama7b(Framework f, const char* layout, bool bf16_grads_given =
   return stage_memory(s, l, 0);
 }
 
-// The bytes of llama7b's term `name` (-1 where it has none).
-std::int64_t llama7b_term(Framework f, const char* layout, bool bf16_grads_given, const std::string& name) {
+// llama7b's term `name` (bytes -1 where it has none).
+Term llama7b_find(Framework f, const char* layout, bool bf16_grads_given, const std::string& name) {
   Layout l;
   const Spec s = llama7b_spec(f, layout, bf16_grads_given, &l);
   for (const Term& t : stage_terms(s, l, 0))
-    if (t.name == name) return t.bytes;
-  return -1;
+    if (t.name == name) return t;
+  return Term{Category::kTransient, name, "", -1, ""};
+}
+
+// The bytes of llama7b's term `name` (-1 where it has none).
+std::int64_t llama7b_term(Framework f, const char* layout, bool bf16_grads_given, const std::string& name) {
+  return llama7b_find(f, layout, bf16_grads_given, name).bytes;
+}
+
+// Every category but runtime and slack: the tensors a stage holds.
+std::int64_t tensor_categories(const MemoryBreakdown& m) {
+  std::int64_t t = 0;
+  for (Category c : {Category::kWeights, Category::kGradients, Category::kOptimizer, Category::kActivations,
+                     Category::kTransient, Category::kComm})
+    t += m[c];
+  return t;
 }
 
 }  // namespace
@@ -83,12 +97,8 @@ TEST_CASE("model state per framework, bytes per parameter by hand", "[memory][fr
     const char* step = "optimizer step beyond the backward's peak";
     CHECK(llama7b_term(Framework::kMegatron, "tp=1,pp=1,zero=3", true, step) == 0);
     CHECK(llama7b_term(Framework::kMegatron, "tp=1,pp=1,zero=3", false, step) == -1);
-    Layout l;
-    const Spec s = llama7b_spec(Framework::kMegatron, "tp=1,pp=1,zero=3", true, &l);
-    bool cited = false;
-    for (const Term& t : stage_terms(s, l, 0))
-      if (t.name == step) cited = t.source.find("megatron_fsdp/param_and_grad_buffer.py:3351-3406") != std::string::npos;
-    CHECK(cited);
+    CHECK(llama7b_find(Framework::kMegatron, "tp=1,pp=1,zero=3", true, step)
+              .source.find("megatron_fsdp/param_and_grad_buffer.py:3351-3406") != std::string::npos);
   }
   SECTION("Megatron without the distributed optimizer: 18 B/param (theoretical_memory_usage.py)") {
     const MemoryBreakdown m = llama7b(Framework::kMegatron, "tp=1,pp=1,zero=0");
@@ -341,11 +351,7 @@ TEST_CASE("allocated, reserved and device bytes with the runtime modelled, by ha
   CHECK(m.device() == m.reserved() - 2'147'483'648LL + context + 2 * 294 * mib);
   // The allocated figure is every category but runtime and slack, + the
   // cuBLAS workspace.
-  std::int64_t tensors = 0;
-  for (Category c : {Category::kWeights, Category::kGradients, Category::kOptimizer, Category::kActivations,
-                     Category::kTransient, Category::kComm})
-    tensors += m[c];
-  CHECK(m.allocated() == tensors + 33 * mib);
+  CHECK(m.allocated() == tensor_categories(m) + 33 * mib);
   // The check line says why reserved can exceed what is on the device: the 2 GiB held for the stream.
   const std::string line = check_summary(s, l, estimate_memory(s, l));
   INFO(line);
@@ -357,11 +363,7 @@ TEST_CASE("allocated, reserved and device bytes with the runtime modelled, by ha
   const MemoryBreakdown g = stage_memory(s, l, 0);
   CHECK(g.held_for_streams == 2'147'483'648LL);
   CHECK(g.held_in_allocated);
-  std::int64_t g_tensors = 0;
-  for (Category c : {Category::kWeights, Category::kGradients, Category::kOptimizer, Category::kActivations,
-                     Category::kTransient, Category::kComm})
-    g_tensors += g[c];
-  CHECK(g.allocated() == g_tensors + g.runtime_in_allocator + 2'147'483'648LL);
+  CHECK(g.allocated() == tensor_categories(g) + g.runtime_in_allocator + 2'147'483'648LL);
   CHECK(g.reserved() == g.allocated() + g[Category::kFragmentation]);
   CHECK(!m.held_in_allocated);
 }

@@ -1244,9 +1244,9 @@ TEST_CASE("nanotron on H100 (Ultra-Scale Playbook, pp > 1): rank-0 memory with n
   // the one pp 16 run 13.3), while at pp 2 (0.33, 121 runs), at tp 32 (pp 2: 0.08, 35; pp 4: 0.22, 20) and on 64
   // nodes (pp 2: 0.12, 13) about none. nanotron@67c5ebb6 polls each send's metadata isend to completion, which the
   // GPU reaches only after the forward queued before it (p2p.py:284-301), so the held inputs of one micro-batch
-  // cannot outlive the next; a count growing with the
-  // micro-batches in flight points at the caching allocator, whose cached full-size blocks the later micro-batches'
-  // smaller long-lived activations split, each forward then taking new segments for its full-size blocks. Not
+  // cannot outlive the next; a count growing with the micro-batches in flight points at the caching allocator,
+  // whose cached full-size blocks the later micro-batches' smaller long-lived activations split, each forward
+  // then taking new segments for its full-size blocks. Not
   // modelled: no allocator simulation says why tp 32, 64 nodes and pp 2 escape it. It is why the model is 16-41 % low
   // at pp 8 tp 4-16 and 38-90 % high at pp 2 tp 16-32 (the medians of each model and tp).
   const auto multiple = [&](int pp_, const std::string& regime) {
