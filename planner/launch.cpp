@@ -7,14 +7,18 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include "planner/spec_error.hpp"
 
@@ -107,6 +111,31 @@ void forward_signal(int sig) {
   raise(sig);
 }
 
+// The ranks' "--result-dir": it names this run's rank processes in /proc.
+std::string g_result_dir;
+
+// The processes (not zombies) whose command line holds "--result-dir DIR".
+std::vector<pid_t> rank_processes(const std::string& dir) {
+  std::vector<pid_t> found;
+  if (dir.empty()) return found;
+  const std::string needle = std::string("--result-dir") + '\0' + dir + '\0';
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(e.path() / "cmdline", std::ios::binary);
+    const std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // An exiting process's command line reads empty once its memory is gone.
+    if (cmdline.find(needle) == std::string::npos) continue;
+    std::ifstream stat(e.path() / "stat");
+    const std::string st((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const auto close = st.rfind(')');
+    if (close != std::string::npos && close + 2 < st.size() && st[close + 2] == 'Z') continue;
+    found.push_back(pid_t(std::atol(name.c_str())));
+  }
+  return found;
+}
+
 }  // namespace
 
 pid_t start_mpirun(int ranks, const std::string& extra_mpirun_args, std::vector<std::string> rank_args,
@@ -117,6 +146,9 @@ pid_t start_mpirun(int ranks, const std::string& extra_mpirun_args, std::vector<
   for (std::string w; extra >> w;) args.push_back(w);
   args.push_back(self_exe());
   args.insert(args.end(), rank_args.begin(), rank_args.end());
+  g_result_dir.clear();
+  for (std::size_t i = 0; i + 1 < rank_args.size(); ++i)
+    if (rank_args[i] == "--result-dir") g_result_dir = rank_args[i + 1];
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
@@ -150,6 +182,17 @@ void stop_mpirun(pid_t pid, int* wstatus) {
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   kill(-pid, SIGKILL);
   waitpid(pid, wstatus, 0);
+  // The ranks die of SIGKILL (their group's, or their parent's death signal),
+  // but a killed process lingers until the kernel has torn it down, and a rank
+  // in a group of its own gets only the death signal: kill whatever of this
+  // run is left and wait (up to 5 s) until none is, so that no rank outlives
+  // paraplan. CI once found a SIGSTOPped rank still listed just after exit.
+  for (int i = 0; i < 250; ++i) {
+    const std::vector<pid_t> left = rank_processes(g_result_dir);
+    if (left.empty()) break;
+    for (pid_t p : left) kill(p, SIGKILL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 void mpirun_ended() { g_child_group = 0; }
