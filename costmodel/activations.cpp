@@ -54,7 +54,9 @@ TensorList layer_saved_tensors(const Model& m, bool flash, const ActivationVaria
   const std::int64_t stats = m.normalization == Normalization::kRmsNorm ? 1 : 2;  // rstd (+ mean)
   add_norm_inputs(&l, "attn_norm", m, v);
   if (v.norm_saves_stats) l.add({"attn_norm", "fp32 statistics", stats, 0, ElemKind::kFp32, Shard::kSp, false});
-  l.add({"qkv_linear", "input (norm output)", h, 0, ElemKind::kAct, Shard::kSp, false, true});
+  // Under DTensor SP the column-parallel linears save the gathered input.
+  const Shard linear_in = v.sp_saves_gathered_linear_inputs ? Shard::kNone : Shard::kSp;
+  l.add({"qkv_linear", "input (norm output)", h, 0, ElemKind::kAct, linear_in, false, true});
   // Q, K and V widths per token: GQA narrows K and V to the kv heads;
   // multi-latent attention (below) gives Q and K qk_nope + qk_rope per head
   // and V v_head_dim.
@@ -131,7 +133,8 @@ namespace {
 void add_dense_mlp(TensorList* lp, const Model& m, const ActivationVariant& v) {
   TensorList& l = *lp;
   const std::int64_t h = m.hidden_size;
-  l.add({"fc1", "input (norm output)", h, 0, ElemKind::kAct, Shard::kSp, false, true});
+  l.add({"fc1", "input (norm output)", h, 0, ElemKind::kAct,
+         v.sp_saves_gathered_linear_inputs ? Shard::kNone : Shard::kSp, false, true});
   const char* act = activation_name(m.activation);
   // Squared ReLU runs as relu then a square, unfused (NVIDIA/Megatron-LM@d98e8a64 megatron/core/activations.py:9-11
   // torch.pow(F.relu(x), 2); transformers activations.py ReLUSquaredActivation: relu, then torch.square): relu keeps
@@ -383,11 +386,11 @@ TensorList embedding_saved_tensors(const Model& m) {
   return l;
 }
 
-TensorList output_saved_tensors(const Model& m) {
+TensorList output_saved_tensors(const Model& m, const ActivationVariant& v) {
   TensorList l;
   l.add({"final_norm", "input", m.hidden_size, 0, ElemKind::kAct, Shard::kSp, false});
-  l.add({"output_linear", "input (norm output)", m.hidden_size, 0, ElemKind::kAct, Shard::kSp,
-         false});
+  l.add({"output_linear", "input (norm output)", m.hidden_size, 0, ElemKind::kAct,
+         v.sp_saves_gathered_linear_inputs ? Shard::kNone : Shard::kSp, false});
   // Vocab-parallel cross-entropy keeps the fp32 softmax of its logit shard.
   // The vocabulary is padded up to a multiple of tp; callers pass the padded width.
   return l;

@@ -91,7 +91,7 @@ inline bool saved_under(const SavedTensor& t, const ActShape& a) {
 // of a dense block, tp = 1: what a block keeps between its forward and backward.
 TensorList op_sac_saved_tensors(const Model& m, bool flash_attention);
 TensorList embedding_saved_tensors(const Model& m);
-TensorList output_saved_tensors(const Model& m);
+TensorList output_saved_tensors(const Model& m, const ActivationVariant& v);
 
 // Bytes one layer keeps for backward per micro-batch under a recompute mode:
 // none keeps all; selective drops the attention core's tensors (Korthikanti

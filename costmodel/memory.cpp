@@ -231,7 +231,7 @@ LayerMemory layer_memory(const Spec& s, const Layout& l) {
   r.output_stage = output_stage(m, l);
   r.loss_stage = loss_stage(m, l);
   for (const SavedTensor& x : embedding_saved_tensors(m)) r.embedding += tensor_bytes(x, a);
-  for (const SavedTensor& x : output_saved_tensors(m)) r.head += tensor_bytes(x, a);
+  for (const SavedTensor& x : output_saved_tensors(m, prof.act)) r.head += tensor_bytes(x, a);
   if (!(l.balance == StageBalance::kCost && l.pp > 1)) {
     const FixedList<int, 3> stages = representative_stages(l);
     for (int i = 0; i < stages.size(); ++i) r.params_stage[i] = stages[i], r.params[i] = stage_params(m, l, stages[i], t.mtp);
@@ -263,6 +263,7 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
   const StageParams sp = lm.params_of(m, l, stage, t.mtp);
   const std::int64_t psi = sp.total();
   const Profile& prof = profile(t.framework);
+  const LossVariant& loss = prof.loss_for(l.tp);
   const int wbytes = dtype_bytes(t.precision), gbytes = dtype_bytes(t.grad_dtype);
   // Model state is sharded over the data-parallel ranks and, with context
   // parallelism, the cp ranks too: Megatron's DDP and distributed optimizer
@@ -443,15 +444,18 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
   const int nl = in_flight_of_chunk(l, micro, stage, l.vpp - 1);
   if (holds_output) {
     const std::int64_t head = lm.head;
-    out.add(Category::kActivations, "final norm + output layer inputs", nl * head,
-            [&] { return fmt::format("{} in flight x {}", nl, human(head)); });
+    const bool gathered = l.sp && l.tp > 1 && prof.act.sp_saves_gathered_linear_inputs;
+    out.add(Category::kActivations, "final norm + output layer inputs", nl * head, [&] {
+      return fmt::format("{} in flight x {}{}", nl, human(head),
+                         gathered ? " (the output layer's input all-gathered whole, the norm's a sequence shard)" : "");
+    }, gathered ? prof.act.sp_gathered : nullptr);
   }
   if (holds_loss) {
     out.add(Category::kActivations, "labels", nl * 4 * a.s * a.b,
             [&] { return fmt::format("{} in flight x 4 B x s {} x b {}", nl, a.s, a.b); });
     out.add(Category::kActivations, "cross-entropy fp32 softmax", nl * softmax, [&] {
       return fmt::format("{} in flight x 4 B x s {} x b {} x vocab/tp {}", nl, a.s, a.b, vocab);
-    }, prof.loss.source);
+    }, loss.source);
   }
   if (prof.pipe_output_partition && l.pp > 1 && l.tp > 1 && !last) {
     // The stage's output, [s, b, h] (its sequence shard with SP), kept per
@@ -508,19 +512,19 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
   }
   const std::int64_t H = a.s * a.b * m.hidden_size * a.act_bytes;
   TransientPeak peak = lt;
-  const int per_logit = loss_transient_bytes_per_logit(prof.loss, a.act_bytes);
+  const int per_logit = loss_transient_bytes_per_logit(loss, a.act_bytes);
   // The fused cross-entropy's extra fp32 logit shards (LossVariant::fused_extra_fp32).
-  const int fused_copies = t.cross_entropy_fusion ? prof.loss.fused_extra_fp32 : 0;
+  const int fused_copies = t.cross_entropy_fusion ? loss.fused_extra_fp32 : 0;
   if (holds_loss) {
     // At the loss's forward peak, besides the saved fp32 softmax: the logits
     // in the activation dtype if still referenced, any extra fp32 copies
     // (framework profile), and fp32 max | sum | target | loss per token.
-    const std::int64_t logits = loss_forward_peak_bytes(prof.loss, a.s * a.b, vocab, a.act_bytes) - softmax +
+    const std::int64_t logits = loss_forward_peak_bytes(loss, a.s * a.b, vocab, a.act_bytes) - softmax +
                                 fused_copies * softmax;  // the saved softmax is an activation
     if (logits > peak.bytes) peak = {logits, "logits"};
     // The loss's backward, where autograd runs PyTorch's cross-entropy: G and
     // dX beside the saved softmax (LossVariant::backward_fp32_extra).
-    const std::int64_t backward = loss_backward_peak_bytes(prof.loss, a.s * a.b, vocab);
+    const std::int64_t backward = loss_backward_peak_bytes(loss, a.s * a.b, vocab);
     if (backward > 0 && backward - softmax > peak.bytes) peak = {backward - softmax, "loss backward"};
   }
   // Then the output layer's input gradient H and the residual gradient X.
@@ -540,18 +544,17 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
   const bool loss_backward_peak = std::string_view(peak.phase) == "loss backward";
   out.add(Category::kTransient, "short-lived buffers (peak)", peak.bytes, [&] {
     if (loss_backward_peak)
-      return fmt::format("loss backward: {} fp32 logit tensors (nll_loss_backward's gradient, log_softmax_backward's "
-                         "output) x 4 B x s {} x b {} x vocab/tp {}, beside the saved softmax",
-                         prof.loss.backward_fp32_extra, a.s, a.b, vocab);
+      return fmt::format("loss backward: {} fp32 logit tensors ({}) x 4 B x s {} x b {} x vocab/tp {}, beside the saved "
+                         "softmax", loss.backward_fp32_extra, loss.backward_tensors, a.s, a.b, vocab);
     if (std::string_view(peak.phase) == "logits")
       return fmt::format("logits {} B x s {} x b {} x vocab/tp {} + {} B x s x b (cross-entropy row statistics){}",
-                         per_logit + 4 * fused_copies, a.s, a.b, vocab, prof.loss.row_bytes_per_token,
+                         per_logit + 4 * fused_copies, a.s, a.b, vocab, loss.row_bytes_per_token,
                          fused_copies > 0 ? fmt::format(" (with {} fp32 copy of the fused cross-entropy)", fused_copies)
                                           : std::string());
     return fmt::format("{} ({})", peak.phase, human(peak.bytes));
-  }, loss_backward_peak ? prof.loss.backward
+  }, loss_backward_peak ? loss.backward
      : std::string_view(peak.phase) == "logits"
-         ? (fused_copies > 0 ? prof.loss.fused : prof.loss.source)
+         ? (fused_copies > 0 ? loss.fused : loss.source)
          : nullptr);
 
   if (step_buffer) {
@@ -703,17 +706,17 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
                                       : fmt::format("{} layer forwards in flight x {} per layer", held_layers, human(slack));
     }, prof.expandable_segments ? prof.expandable
                                 : "pytorch c10/cuda/CUDACachingAllocator.cpp@001074d2 (kMinLargeAlloc 10 MiB, kRoundLarge 2 MiB, :117-124)");
-    if (holds_loss && prof.loss.logits_block_stranded && a.act_bytes < 4) {
+    if (holds_loss && loss.logits_block_stranded && a.act_bytes < 4) {
       const std::int64_t bytes = a.act_bytes * a.s * a.b * vocab;
       out.add(Category::kFragmentation, "logits block stranded before the larger fp32 request", bytes, [&] {
         return fmt::format("{} B x s {} x b {} x vocab/tp {}", a.act_bytes, a.s, a.b, vocab);
-      }, prof.loss.stranded);
+      }, loss.stranded);
     }
-    if (loss_backward_peak && prof.loss.backward_logits_stranded && a.act_bytes < 4) {
+    if (loss_backward_peak && loss.backward_logits_stranded && a.act_bytes < 4) {
       const std::int64_t bytes = a.act_bytes * a.s * a.b * vocab;
       out.add(Category::kFragmentation, "logits block stranded before the loss backward's fp32 output", bytes, [&] {
         return fmt::format("{} B x s {} x b {} x vocab/tp {}", a.act_bytes, a.s, a.b, vocab);
-      }, prof.loss.backward);
+      }, loss.backward);
     }
   }
 }

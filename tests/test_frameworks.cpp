@@ -275,6 +275,68 @@ TEST_CASE("the loss's backward peak where autograd runs PyTorch's cross-entropy,
   }
 }
 
+TEST_CASE("torchtitan at tp > 1: the loss-parallel cross-entropy and DTensor SP's gathered inputs, by hand",
+          "[memory][frameworks]") {
+  // Llama-3.1-8B (h 4096, vocabulary 128,256), tp = 8 with sequence parallelism, seq 4096, mbs 1: 16,032
+  // vocabulary rows per rank, logits = 4096 x 16,032 = 65,667,072. torchtitan's _LossParallelCrossEntropy
+  // (torchtitan/components/loss.py:146-157, 201-215): the forward holds the bf16 logits L (2 B) and their fp32
+  // copy F (4 B) while it makes shifted = F - max (4 B) and exp(shifted) (4 B): 14 B per logit, S (4 B) being
+  // the saved log-probabilities that replace exp; the backward holds S beside zeros_like(S), exp(S) and their
+  // sum (then the product): 16 B per logit, 12 B of it transient beside S. F.cross_entropy at tp = 1: 10 and 12.
+  const std::int64_t logits = kS * 16'032;
+  const Profile& fsdp = fsdp_profile();
+  CHECK(loss_forward_peak_bytes(fsdp.loss_for(8), kS, 16'032, 2) == 14 * logits);
+  CHECK(loss_backward_peak_bytes(fsdp.loss_for(8), kS, 16'032) == 16 * logits);
+  CHECK(loss_forward_peak_bytes(fsdp.loss_for(1), kS, 16'032, 2) == 10 * logits);
+  CHECK(loss_backward_peak_bytes(fsdp.loss_for(1), kS, 16'032) == 12 * logits);
+  // Megatron's vocab-parallel loss is the one it has at tp = 1.
+  CHECK(&megatron_profile().loss_for(8) == &megatron_profile().loss);
+
+  Spec s = test::spec_for(test::model("llama-3.1-8b"), 8, int(kS), 8);
+  s.cluster = test::cluster("dgx-h100");
+  REQUIRE(s.cluster.fragmentation_modelled());
+  s.training.flash_attention = true;
+  s.training.framework = Framework::kFsdp;
+  Layout l = parse_layout("tp=8,sp=1,pp=1,zero=3,recompute=full,mbs=1");
+  REQUIRE(!resolve_layout(s, &l));
+  // The output layer's input is all-gathered to Replicate before lm_head and saved whole: 2 B x 4096 x 4096 =
+  // 33,554,432 B, beside the final norm's input, the rank's sequence shard 2 B x 512 x 4096 = 4,194,304 B
+  // (Megatron saves the shard for both: 8,388,608 B).
+  bool head = false, stranded = false, transient = false;
+  for (const Term& t : stage_terms(s, l, 0)) {
+    INFO(t.name << ": " << t.formula);
+    if (t.name == std::string("final norm + output layer inputs")) {
+      head = true;
+      CHECK(t.bytes == 33'554'432 + 4'194'304);
+    }
+    if (t.name == std::string("short-lived buffers (peak)")) {
+      transient = true;
+      CHECK(t.bytes == 12 * logits);  // the loss backward's, above one recomputed layer's
+      CHECK(t.formula.find("zeros_like(log_probs)") != std::string::npos);
+      CHECK(t.source.find("loss.py:201-215") != std::string::npos);
+    }
+    if (t.name == std::string("logits block stranded before the loss backward's fp32 output")) {
+      stranded = true;
+      CHECK(t.bytes == 2 * logits);
+    }
+  }
+  CHECK((head && transient && stranded));
+
+  // Without recompute the attention's and the MLP's gathered inputs are saved whole too: 2 x (4096 - 512) x
+  // 4096 x 2 B = 58,720,256 B more per layer than the rank's sequence shards.
+  const Model m = test::model("llama-3.1-8b");
+  ActivationVariant shard = fsdp.act;
+  shard.sp_saves_gathered_linear_inputs = false;
+  const ActShape a{kS, 1, 8, true, 2};
+  CHECK(layer_activation_bytes(m, true, Recompute::kNone, a, fsdp.act) -
+            layer_activation_bytes(m, true, Recompute::kNone, a, shard) ==
+        58'720'256);
+  // No difference without sequence parallelism (every rank holds the whole sequence anyway).
+  const ActShape no_sp{kS, 1, 8, false, 2};
+  CHECK(layer_activation_bytes(m, true, Recompute::kNone, no_sp, fsdp.act) ==
+        layer_activation_bytes(m, true, Recompute::kNone, no_sp, shard));
+}
+
 TEST_CASE("allocator rounding of saved activations, by hand", "[memory][allocator]") {
   // Llama-2-7B layer, s = 4000, b = 1, tp = 1, flash attention. Requests of
   // 10 MiB or more get segments rounded up to 2 MiB (CUDACachingAllocator.cpp):

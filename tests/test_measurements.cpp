@@ -574,6 +574,68 @@ TEST_CASE("torchtitan's published Llama 3.1 8B FSDP runs on H100: max reserved m
   }
 }
 
+// The same benchmark page's Table 2: Llama 3.1 8B on 8 H100 (96 GB) with FSDP over the dp x cp ranks and
+// context parallelism 1-8 (dp x cp = 8; torchtitan@9dec370 parallelize_llama.py:80-85 shards over "dp_shard_cp"),
+// local batch 1, the sequence 32,768 tokens per rank (32K-256K in all), full activation checkpointing,
+// torch.compile and Float8 on the blocks' linears. The peak is the loss's backward (the fp32 logits of 32,768
+// tokens x 128,256, 15.7 GiB a tensor), which neither touches: torchtitan@9dec370 compiles each TransformerBlock
+// only (parallelize_llama.py:297-306) and runs the loss eagerly (train.py:131-138, "compiling loss function causes
+// CUDA errors"), and Float8 swaps every Linear but the output layer (torchtitan/float8.py:99); with full
+// checkpointing a block keeps only its input. Predicted as bf16 eager runs (paraplan's fp8 is Transformer
+// Engine's); the same prediction for every row, measured within 0.6 GiB of each other.
+TEST_CASE("torchtitan's published Llama 3.1 8B FSDP + context-parallel runs on H100: max reserved memory",
+          "[measurements][fsdp]") {
+  struct Row {
+    int dp, cp;
+    double max_reserved_gib;
+  };
+  const Row rows[] = {{8, 1, 83.9}, {4, 2, 84.2}, {2, 4, 84.0}, {1, 8, 84.5}};
+  for (const Row& r : rows) {
+    Spec s = test::spec_for(test::model("llama-3.1-8b"), 8, 32768 * r.cp, r.dp);
+    s.cluster = test::cluster("dgx-h100");
+    s.cluster.gpu.memory_gib = 96e9 / double(1 << 30);
+    s.training.framework = Framework::kFsdp;
+    s.training.flash_attention = true;
+    Layout l = parse_layout(fmt::format("dp={},cp={},zero=3,recompute=full,mbs=1", r.dp, r.cp));
+    REQUIRE(!resolve_layout(s, &l));
+    const MemoryEstimate e = estimate_memory(s, l);
+    const double predicted = double(e.reserved_bytes) / double(1 << 30), err = predicted / r.max_reserved_gib - 1;
+    WARN("torchtitan Llama 3.1 8B FSDP " << r.dp << " CP " << r.cp << ", seq " << 32768 * r.cp
+                                         << ", full AC: predicted max reserved " << predicted << " GiB, published "
+                                         << r.max_reserved_gib << " GiB (" << 100 * err << "%)");
+    // -0.9 % to -1.6 % on 2026-11-28.
+    CHECK(std::abs(err) <= 0.05);
+  }
+}
+
+// Table 4 of that page: Llama 3.1 70B on 256 H100 (96 GB), FSDP 32 x TP 8 (sequence parallel, loss parallel: on by
+// default at tp > 1, torchtitan@9dec370 torchtitan/parallelisms/parallel_dims.py:119-120, train.py:225-228), local batch 16, seq 8192,
+// full activation checkpointing, torch.compile and Float8 on the blocks: 71.9 GiB. The loss is vocab-parallel
+// (14 B per logit forward, 16 B backward: fsdp.cpp) and the output layer saves its all-gathered input; before
+// those two terms (2026-11-28) the prediction was 53.3 GiB (-26 %), now 62.8 GiB (-12.6 %). The rest is NOT
+// explained: the Float8 casts and compiled blocks under TP are not modelled, and AsyncTP (the table's second row,
+// 67.6 GiB) lowers the measurement by 4.3 GiB, which says the peak lies in a block's recomputation rather than at
+// the loss, where paraplan puts it. Held here as a known shortfall.
+TEST_CASE("torchtitan's published Llama 3.1 70B FSDP + TP run on H100: max reserved memory (a known shortfall)",
+          "[measurements][fsdp]") {
+  Spec s = test::spec_for(test::model("llama-3.1-70b"), 256, 8192, 512);
+  s.cluster = test::cluster("dgx-h100");
+  s.cluster.gpu.memory_gib = 96e9 / double(1 << 30);
+  s.num_nodes = 32;
+  s.training.framework = Framework::kFsdp;
+  s.training.flash_attention = true;
+  Layout l = parse_layout("dp=32,tp=8,sp=1,zero=3,recompute=full,mbs=16");
+  REQUIRE(!resolve_layout(s, &l));
+  const MemoryEstimate e = estimate_memory(s, l);
+  const double predicted = double(e.reserved_bytes) / double(1 << 30), err = predicted / 71.9 - 1;
+  WARN("torchtitan Llama 3.1 70B FSDP 32 TP 8, full AC: predicted max reserved " << predicted
+                                                                                 << " GiB, published 71.9 GiB ("
+                                                                                 << 100 * err << "%)");
+  CHECK(err < 0);
+  CHECK(err > -0.15);
+  CHECK(e.fits);
+}
+
 TEST_CASE("NeMo Megatron-Bridge's GPT-OSS-120B on 64 H100 (BF16): tokens/s of a measured MoE run", "[measurements][moe]") {
   // NVIDIA-NeMo/Megatron-Bridge@067f987d docs/performance-summary.md and performance-summary-archive.md,
   // "Model: GPT OSS 120B", DGX-H100 rows: 64 GPUs, BF16, GBS 1280, MBS 1, seq 4096, TP 1, PP 4, CP 1, EP 8:

@@ -116,6 +116,36 @@ const Profile& fsdp_profile() {
                          "trainer.py:795-799 (del pred, then loss.backward()); pytorch aten nll_loss_backward (dense "
                          "fp32 gradient), _log_softmax_backward_data (new fp32 output) while log_softmax's output is saved";
     p.loss.backward_logits_stranded = true;
+    // With tp > 1 the logits are vocab-parallel and torchtitan computes the
+    // loss in its own autograd Function (at the published runs' 9dec370,
+    // PyTorch's loss_parallel(), the same ops): the forward keeps the shifted
+    // logits beside their exp, then beside the log-probabilities it saves (L,
+    // F, shifted and exp or S: 14 B per logit against F.cross_entropy's 10);
+    // the backward adds exp(S) to a zero-initialised gradient and multiplies
+    // the sum, three fp32 tensors beside S (16 B against 12).
+    p.has_loss_vocab_parallel = true;
+    p.loss_vocab_parallel = p.loss;
+    p.loss_vocab_parallel.forward_fp32_extra = 1;
+    p.loss_vocab_parallel.source =
+        TT "torchtitan/components/loss.py:41-43 (pred.to_local().float() into _LossParallelCrossEntropy), :146-157 "
+           "(shifted = logits - local_max; torch.sum(torch.exp(shifted)); log_probs = shifted - log(sumexp)), :179 "
+           "(saves log_probs); @9dec370 train.py:225-228 with torch.distributed.tensor.parallel.loss_parallel() "
+           "(pytorch/pytorch@3be12382 torch/distributed/tensor/parallel/loss.py _log_softmax: the same ops)";
+    p.loss_vocab_parallel.backward_fp32_extra = 3;
+    p.loss_vocab_parallel.backward_tensors = "zeros_like(log_probs), exp(log_probs), their sum, then its product";
+    p.loss_vocab_parallel.backward =
+        TT "torchtitan/components/loss.py:201-215 (grad_input = torch.zeros_like(log_probs); (grad_input + "
+           "torch.exp(log_probs)) * grad_output), trainer.py:795-799 (del pred, then loss.backward()); pytorch/pytorch@"
+           "3be12382 torch/distributed/tensor/parallel/loss.py _nll_loss_and_log_softmax_backward (the same at 9dec370)";
+    // Sequence parallelism through DTensor: the attention, feed-forward and
+    // output modules take their input all-gathered to Replicate, which the
+    // column-parallel linears save whole.
+    p.act.sp_saves_gathered_linear_inputs = true;
+    p.act.sp_gathered =
+        "pytorch/torchtitan@9dec370 torchtitan/parallelisms/parallelize_llama.py:137-142 (norm SequenceParallel, "
+        "output ColwiseParallel(input_layouts=Shard(1))), :177-188 (attention / feed_forward PrepareModuleInput to "
+        "Replicate()); @b5bcd76c torchtitan/models/common/decoder_sharding.py:159-178 (the root norm's output "
+        "gathered to R before lm_head)";
     // torchtitan launches with expandable segments (the published runs' commit too).
     p.expandable_segments = true;
     p.expandable = "pytorch/torchtitan@9dec370 run_llama_train.sh:22 and @b5bcd76c run_train.sh:43 "

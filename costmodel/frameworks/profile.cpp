@@ -18,11 +18,12 @@ std::int64_t bucket_params(const Profile& p, const Training& t) {
 }
 
 int loss_transient_bytes_per_logit(const LossVariant& v, int act_bytes) {
+  const int extra = 4 * v.forward_fp32_extra;
   if (act_bytes < 4)  // L and F are distinct tensors
-    return (v.logits_live ? act_bytes : 0) + (v.upcast_live && !v.softmax_in_place ? 4 : 0);
+    return (v.logits_live ? act_bytes : 0) + (v.upcast_live && !v.softmax_in_place ? 4 : 0) + extra;
   // fp32 activations: F is L. If S is made in place it is L too.
-  if (v.softmax_in_place) return 0;
-  return v.logits_live || v.upcast_live ? 4 : 0;
+  if (v.softmax_in_place) return extra;
+  return (v.logits_live || v.upcast_live ? 4 : 0) + extra;
 }
 
 std::int64_t loss_forward_peak_bytes(const LossVariant& v, std::int64_t tokens, std::int64_t vocab_rows, int act_bytes) {

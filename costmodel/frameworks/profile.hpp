@@ -84,6 +84,12 @@ struct ActivationVariant {
   // saved, everything else is recomputed (op_sac_saved_tensors).
   bool op_sac = false;
   Source op_sac_source = "";
+  // With sequence parallelism the column-parallel linears (QKV, fc1, the
+  // output layer) save the all-gathered [s, b, h] input they multiply, not the
+  // rank's sequence shard that Megatron keeps and gathers again in backward
+  // (DTensor's ColwiseParallel behind an all-gather to Replicate: torchtitan).
+  bool sp_saves_gathered_linear_inputs = false;
+  Source sp_gathered = "";
 };
 
 // The output layer and cross-entropy, as three tensors per logit: the
@@ -117,6 +123,12 @@ struct LossVariant {
   // block is too small for dX, a new fp32 request: stranded (reserved only)
   // while the loss backward is the step's transient peak.
   bool backward_logits_stranded = false;
+  // fp32 logit-sized tensors live at the forward peak beyond L, F and S: a
+  // cross-entropy written out of separate PyTorch ops keeps its shifted logits
+  // beside their exp or beside the log-probabilities it subtracts them into.
+  int forward_fp32_extra = 0;
+  // What the backward_fp32_extra tensors are (explain --formulas).
+  const char* backward_tensors = "nll_loss_backward's gradient, log_softmax_backward's output";
 };
 
 // Bytes per logit live at the loss's forward peak besides the saved softmax S,
@@ -372,6 +384,12 @@ struct Profile {
   // segments wait for the stream (MemoryBreakdown::held_for_streams).
   // The reason goes in held_reduce_scatter.
   bool held_in_allocated = false;
+  // The loss when the logits are vocab-parallel (tp > 1), where the framework
+  // computes it another way (torchtitan's loss-parallel cross-entropy);
+  // has_loss_vocab_parallel false: `loss` at every tp.
+  bool has_loss_vocab_parallel = false;
+  LossVariant loss_vocab_parallel{};
+  const LossVariant& loss_for(int tp) const { return tp > 1 && has_loss_vocab_parallel ? loss_vocab_parallel : loss; }
 };
 
 // A profile whose ZeRO-1/2 parameter all-gather runs whole after the
