@@ -28,7 +28,9 @@ divided by tp):
   * eager GPT-style layer (LayerNorm, fused QKV with biases, causal math
     attention, GeLU), fp32, for the profiles of stacks that run the user's
     eager PyTorch model (deepspeed, fsdp); their loss is F.cross_entropy on
-    logits.float().
+    logits.float(), except torchtitan's (fsdp) at tp > 1: its vocab-parallel
+    cross-entropy's ops on one rank (titan_loss_parallel_peaks), forward and
+    backward.
   * torchtitan mixture-of-experts layer (fsdp profile), bf16, ep = 1: its
     router, dispatcher, grouped experts and combine in PyTorch ops, with
     torch._grouped_mm (missing from this PyTorch) as a stand-in that saves
@@ -648,6 +650,64 @@ def loss_backward_peak(h, s, b, vocab_rows, dtype):
     return min(counts, key=lambda p: (-counts[p], p))
 
 
+def titan_loss_parallel_peaks(h, s, b, vocab_rows, dtype):
+    """torchtitan's vocab-parallel cross-entropy on one rank (pytorch/torchtitan@b5bcd76c
+    torchtitan/components/loss.py:41-43 and _LossParallelCrossEntropy, :146-157 forward, :196-215 backward; at
+    9dec370 PyTorch's loss_parallel() runs the same ops), with the trainer's `del pred` before the backward
+    (trainer.py:795-799). Its three all-reduces are identities on one rank and leave the ops and what they
+    allocate as they are. Run as plain ops at the top level (an autograd.Function's forward and backward would
+    lump the frees of their temporaries into one event), in the order the Function and autograd run them.
+    Returns the peak of live logit-sized bytes of the forward alone, and of the forward and the backward."""
+    hidden = torch.randn(s * b, h, dtype=dtype)
+    w = torch.randn(vocab_rows, h, dtype=dtype)
+    labels = torch.randint(0, vocab_rows, (s * b,))
+    big = s * b * 64
+
+    def run(backward):
+        pred = F.linear(hidden, w)  # L
+        logits = pred.float()  # F: pred.to_local().float() (pred itself in fp32)
+        local_max = torch.amax(logits, dim=-1, keepdim=True)
+        shifted = logits - local_max
+        shifted_sumexp = torch.sum(torch.exp(shifted), dim=-1, keepdim=True)
+        log_probs = shifted - torch.log(shifted_sumexp)
+        local_result = torch.gather(log_probs, -1, labels.unsqueeze(-1))
+        loss = (-local_result.squeeze(-1)).sum()
+        if not backward:
+            return log_probs, loss, pred
+        del logits, local_max, shifted, shifted_sumexp, local_result  # the Function returns; S = log_probs saved
+        del pred, loss
+        grad_output = torch.ones((), dtype=torch.float32)
+        grad_input = torch.zeros_like(log_probs)
+        row_idx = torch.arange(labels.shape[0])
+        grad_input[row_idx, labels] = -1.0
+        grad_logits = (grad_input + torch.exp(log_probs)) * grad_output
+        del grad_input, log_probs  # the backward returns; autograd frees the saved S
+        return grad_logits.to(dtype)  # the .float()'s backward
+
+    def peak(backward):
+        with torch.autograd.profiler.profile(profile_memory=True) as prof:
+            with torch.no_grad():
+                kept = run(backward)
+        del kept
+        live = top = 0
+        for e in sorted(prof.function_events, key=lambda e: (e.time_range.start, e.id)):
+            if abs(e.self_cpu_memory_usage) >= big:
+                live += round(e.self_cpu_memory_usage / 256) * 256
+                top = max(top, live)
+        return top
+
+    out = []
+    for backward in (False, True):
+        # As loss_backward_peak: the value most of seven runs read (a late free reads high now and then), on a tie
+        # the smaller.
+        counts = {}
+        for _ in range(7):
+            p = peak(backward)
+            counts[p] = counts.get(p, 0) + 1
+        out.append(min(counts, key=lambda p: (-counts[p], p)))
+    return tuple(out)
+
+
 def predicted(framework, style, h, heads, kv, ffn, s, b, tp, vocab, dtype, flash, moe=()):
     out = subprocess.run([PROBE, framework, style, str(h), str(heads), str(kv), str(ffn), str(s), str(b), str(tp),
                           str(vocab), dtype, "1" if flash else "0"] + [str(x) for x in moe], check=True,
@@ -725,6 +785,14 @@ def main():
                 rows.append((framework, f"gpt h{h} a{heads} f{ffn} s{s} b{b} tp{tp}", "layer saved", meas,
                              pred["layer_saved_bytes"]))
                 for dt, name in ((torch.float32, "fp32"), (torch.bfloat16, "bf16")):
+                    if framework == "fsdp" and tp > 1:
+                        # torchtitan's vocab-parallel loss (the profile's loss_for(tp)).
+                        pred = predicted(framework, "gpt", h, heads, kv, ffn, 4 * s, b, tp, 2 * vocab, name, False)
+                        fwd, whole = titan_loss_parallel_peaks(h, 4 * s, b, 2 * vocab // tp, dt)
+                        case = f"loss-parallel {name} h{h} s{4 * s} b{b} V/tp {2 * vocab // tp}"
+                        rows.append((framework, case, "loss peak", fwd, pred["loss_peak_logit_bytes"]))
+                        rows.append((framework, case, "loss bwd", whole, pred["loss_backward_peak_logit_bytes"]))
+                        continue
                     pred = predicted(framework, "gpt", h, heads, kv, ffn, s, b, tp, vocab, name, False)
                     meas = loss_peak("eager", h, s, b, vocab // tp, dt)
                     rows.append((framework, f"loss {name} h{h} s{s} b{b} V/tp {vocab // tp}", "loss peak", meas,

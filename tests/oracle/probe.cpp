@@ -65,11 +65,13 @@ int main(int argc, char** argv) {
   j["layer_saved_bytes"] = layer_activation_bytes(m, flash, Recompute::kNone, a, p.act, kind);
   // What the profile's selective recompute keeps (torchtitan's per-op policy under fsdp).
   j["layer_selective_bytes"] = layer_activation_bytes(m, flash, Recompute::kSelective, a, p.act, kind);
-  j["loss_peak_bytes"] = loss_forward_peak_bytes(p.loss, s * b, vocab / tp, act);
+  // The loss the profile runs at this tp (torchtitan's loss-parallel cross-entropy at tp > 1).
+  const LossVariant& loss = p.loss_for(tp);
+  j["loss_peak_bytes"] = loss_forward_peak_bytes(loss, s * b, vocab / tp, act);
   // The same without the per-token row tensors: the logit-sized tensors only.
-  j["loss_peak_logit_bytes"] = loss_forward_peak_bytes(p.loss, s * b, vocab / tp, act) - s * b * p.loss.row_bytes_per_token;
+  j["loss_peak_logit_bytes"] = loss_forward_peak_bytes(loss, s * b, vocab / tp, act) - s * b * loss.row_bytes_per_token;
   // The loss's backward peak (logit-sized tensors: S, G, dX), 0 where not modelled.
-  j["loss_backward_peak_logit_bytes"] = loss_backward_peak_bytes(p.loss, s * b, vocab / tp);
+  j["loss_backward_peak_logit_bytes"] = loss_backward_peak_bytes(loss, s * b, vocab / tp);
   nlohmann::json tensors = nlohmann::json::array();
   for (const SavedTensor& t : layer_saved_tensors(m, flash, p.act, kind))
     tensors.push_back({{"op", t.op}, {"tensor", t.tensor}, {"bytes", tensor_bytes(t, a)}});
