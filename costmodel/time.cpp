@@ -484,7 +484,7 @@ double output_head_forward_time(const Model& m, const Training& t, const Layout&
 }
 double loss_forward_time(const Model& m, const Training& t, const Layout& l, const Cluster& c) {
   const double vocab = double((m.vocab_size + l.tp - 1) / l.tp);
-  return memory_bound_time(tokens(t, l) * vocab * ce_bytes_per_logit(t, profile(t.framework).time.ce_forward(t.cross_entropy_fusion)), c);
+  return memory_bound_time(tokens(t, l) * vocab * ce_bytes_per_logit(t, profile(t.framework).time.ce_forward(t.cross_entropy_fusion, l.tp)), c);
 }
 
 // Their backward: the norm's 2x bytes and the logits GEMM's input- and
@@ -498,7 +498,7 @@ double output_head_backward_time(const Model& m, const Training& t, const Layout
 }
 double loss_backward_time(const Model& m, const Training& t, const Layout& l, const Cluster& c) {
   const double vocab = double((m.vocab_size + l.tp - 1) / l.tp);
-  return memory_bound_time(tokens(t, l) * vocab * ce_bytes_per_logit(t, profile(t.framework).time.ce_backward(t.cross_entropy_fusion)), c);
+  return memory_bound_time(tokens(t, l) * vocab * ce_bytes_per_logit(t, profile(t.framework).time.ce_backward(t.cross_entropy_fusion, l.tp)), c);
 }
 
 // One TP all-reduce of the s·b·h activations, or with SP its all-gather +
@@ -1239,10 +1239,10 @@ StageMicrobatch stage_microbatch_with(const Spec& s, const Layout& l, int stage,
   }
   if (holds_loss) {
     block("cross-entropy", fx.loss_forward, fx.loss_backward, [&] {
-      const int f = tv.ce_forward(t.cross_entropy_fusion), b = tv.ce_backward(t.cross_entropy_fusion);
+      const int f = tv.ce_forward(t.cross_entropy_fusion, l.tp), b = tv.ce_backward(t.cross_entropy_fusion, l.tp);
       return fmt::format("{} + {} B per logit (the fp32 cast and {} + {} fp32 passes) x s/cp x b x vocab/tp",
                          ce_bytes_per_logit(t, f), ce_bytes_per_logit(t, b), f, b);
-    }, tv.ce_source(t.cross_entropy_fusion));
+    }, tv.ce_source(t.cross_entropy_fusion, l.tp));
   }
   // Megatron's trained MTP modules on the last rank (Training::mtp), each: the
   // eh_proj GEMM (2h -> h/tp over the micro-batch's tokens), one layer as the

@@ -664,6 +664,21 @@ TEST_CASE("Megatron's --cross-entropy-loss-fusion: 4 + 0 fp32 passes over the lo
   CHECK(estimate_time(s, l).step_s == nano_fused);
 }
 
+TEST_CASE("torchtitan's vocab-parallel cross-entropy at tp > 1: 7 + 8 fp32 passes over the logits, 3 + 4 at tp = 1",
+          "[time][frameworks]") {
+  // Per logit of the rank's vocabulary shard, bf16: forward the cast (2 + 4) + 7 x 4 = 34 B (amax, shifted,
+  // exp, sum, log-probabilities: torchtitan loss.py:146-157), backward (4 + 2) + 8 x 4 = 38 B (zeros_like,
+  // exp, the sum, the product: :201-214): 72 B at 3350 GB/s x 0.8, per micro-batch of 2 x 4096 tokens over
+  // 32000 / 8 logits each. At tp = 1 F.cross_entropy: (2 + 4) + 3 x 4 = 18 and (4 + 2) + 4 x 4 = 22 B.
+  Spec s = spec(1, 16);
+  s.training.framework = Framework::kFsdp;
+  const Layout tp8 = resolved(s, "tp=8,sp=1,pp=1,zero=3,mbs=2");
+  CHECK(term_seconds(s, tp8, 0, "cross-entropy") ==
+        Approx((2.0 * 4096) * (32000 / 8) * 72 / (3350e9 * 0.8)).epsilon(1e-9));
+  const Layout tp1 = resolved(s, "dp=8,pp=1,zero=3,mbs=2");
+  CHECK(term_seconds(s, tp1, 0, "cross-entropy") == Approx((2.0 * 4096) * 32000 * 40 / (3350e9 * 0.8)).epsilon(1e-9));
+}
+
 TEST_CASE("Pipeline sends: s*b*h/tp bytes per boundary per micro-batch with SP or Megatron's scatter-gather, "
           "whole without (issue 15)",
           "[time]") {

@@ -274,10 +274,29 @@ struct TimeVariant {
   // That time for a layout of `tp`: 0 where it is not measured (tp 1, or none given).
   double host_layer_s(int tp) const { return tp > 1 ? host_layer_tp_s : 0.0; }
   // The passes and their source for a run: the fused ones when asked for and the framework has them.
+  // The loss over vocab-parallel logits (tp > 1) where the framework runs
+  // other ops there (torchtitan's loss-parallel cross-entropy): its fp32
+  // passes; -1: the same as at tp = 1.
+  int ce_vocab_parallel_passes_forward = -1;
+  int ce_vocab_parallel_passes_backward = -1;
+  Source ce_vocab_parallel = "";
   bool ce_fused(bool fusion) const { return fusion && fused_ce_fp32_passes_forward >= 0; }
-  int ce_forward(bool fusion) const { return ce_fused(fusion) ? fused_ce_fp32_passes_forward : ce_fp32_passes_forward; }
-  int ce_backward(bool fusion) const { return ce_fused(fusion) ? fused_ce_fp32_passes_backward : ce_fp32_passes_backward; }
-  Source ce_source(bool fusion) const { return ce_fused(fusion) ? fused_ce : ce; }
+  bool ce_parallel(bool fusion, int tp) const {
+    return !ce_fused(fusion) && tp > 1 && ce_vocab_parallel_passes_forward >= 0;
+  }
+  int ce_forward(bool fusion, int tp) const {
+    return ce_fused(fusion)           ? fused_ce_fp32_passes_forward
+           : ce_parallel(fusion, tp) ? ce_vocab_parallel_passes_forward
+                                     : ce_fp32_passes_forward;
+  }
+  int ce_backward(bool fusion, int tp) const {
+    return ce_fused(fusion)           ? fused_ce_fp32_passes_backward
+           : ce_parallel(fusion, tp) ? ce_vocab_parallel_passes_backward
+                                     : ce_fp32_passes_backward;
+  }
+  Source ce_source(bool fusion, int tp) const {
+    return ce_fused(fusion) ? fused_ce : ce_parallel(fusion, tp) ? ce_vocab_parallel : ce;
+  }
 };
 
 struct Profile {
