@@ -133,8 +133,9 @@ namespace {
 void add_dense_mlp(TensorList* lp, const Model& m, const ActivationVariant& v) {
   TensorList& l = *lp;
   const std::int64_t h = m.hidden_size;
-  l.add({"fc1", "input (norm output)", h, 0, ElemKind::kAct,
-         v.sp_saves_gathered_linear_inputs ? Shard::kNone : Shard::kSp, false, true});
+  // Under DTensor SP the column-parallel linears save the gathered input.
+  const Shard linear_in = v.sp_saves_gathered_linear_inputs ? Shard::kNone : Shard::kSp;
+  l.add({"fc1", "input (norm output)", h, 0, ElemKind::kAct, linear_in, false, true});
   const char* act = activation_name(m.activation);
   // Squared ReLU runs as relu then a square, unfused (NVIDIA/Megatron-LM@d98e8a64 megatron/core/activations.py:9-11
   // torch.pow(F.relu(x), 2); transformers activations.py ReLUSquaredActivation: relu, then torch.square): relu keeps

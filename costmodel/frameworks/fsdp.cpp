@@ -124,14 +124,6 @@ const Profile& fsdp_profile() {
     // the backward adds exp(S) to a zero-initialised gradient and multiplies
     // the sum, three fp32 tensors beside S (16 B against 12).
     p.has_loss_vocab_parallel = true;
-    // Its passes over the fp32 logits: forward amax (read), shifted (read,
-    // write), exp (read, write), sum (read), log-probabilities (read, write):
-    // 7; backward zeros_like (write), exp (read, write), the sum (2 reads, a
-    // write), the product (read, write): 8 (F.cross_entropy: 3 and 4).
-    p.time.ce_vocab_parallel_passes_forward = 7;
-    p.time.ce_vocab_parallel_passes_backward = 8;
-    p.time.ce_vocab_parallel = TT "torchtitan/components/loss.py:146-157 (amax, logits - max, exp, sum, shifted - "
-                                  "log), :201-214 (zeros_like, exp, add, multiply)";
     p.loss_vocab_parallel = p.loss;
     p.loss_vocab_parallel.forward_fp32_extra = 1;
     p.loss_vocab_parallel.source =
@@ -145,6 +137,14 @@ const Profile& fsdp_profile() {
         TT "torchtitan/components/loss.py:201-215 (grad_input = torch.zeros_like(log_probs); (grad_input + "
            "torch.exp(log_probs)) * grad_output), trainer.py:795-799 (del pred, then loss.backward()); pytorch/pytorch@"
            "3be12382 torch/distributed/tensor/parallel/loss.py _nll_loss_and_log_softmax_backward (the same at 9dec370)";
+    // Its passes over the fp32 logits: forward amax (read), shifted (read,
+    // write), exp (read, write), sum (read), log-probabilities (read, write):
+    // 7; backward zeros_like (write), exp (read, write), the sum (2 reads, a
+    // write), the product (read, write): 8 (F.cross_entropy: 3 and 4).
+    p.time.ce_vocab_parallel_passes_forward = 7;
+    p.time.ce_vocab_parallel_passes_backward = 8;
+    p.time.ce_vocab_parallel = TT "torchtitan/components/loss.py:146-157 (amax, logits - max, exp, sum, shifted - "
+                                  "log), :201-214 (zeros_like, exp, add, multiply)";
     // Sequence parallelism through DTensor: the attention, feed-forward and
     // output modules take their input all-gathered to Replicate, which the
     // column-parallel linears save whole.

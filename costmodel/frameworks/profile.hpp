@@ -88,6 +88,8 @@ struct ActivationVariant {
   // output layer) save the all-gathered [s, b, h] input they multiply, not the
   // rank's sequence shard that Megatron keeps and gathers again in backward
   // (DTensor's ColwiseParallel behind an all-gather to Replicate: torchtitan).
+  // Not applied to a mixture-of-experts layer's router and expert inputs or
+  // multi-latent attention's projections (their DTensor plans not traced).
   bool sp_saves_gathered_linear_inputs = false;
   Source sp_gathered = "";
 };
@@ -273,13 +275,14 @@ struct TimeVariant {
   Source p2p_poll = "";
   // That time for a layout of `tp`: 0 where it is not measured (tp 1, or none given).
   double host_layer_s(int tp) const { return tp > 1 ? host_layer_tp_s : 0.0; }
-  // The passes and their source for a run: the fused ones when asked for and the framework has them.
   // The loss over vocab-parallel logits (tp > 1) where the framework runs
   // other ops there (torchtitan's loss-parallel cross-entropy): its fp32
   // passes; -1: the same as at tp = 1.
   int ce_vocab_parallel_passes_forward = -1;
   int ce_vocab_parallel_passes_backward = -1;
   Source ce_vocab_parallel = "";
+  // The passes and their source for a run: the fused ones when asked for and the framework has them, else the
+  // vocab-parallel ones at tp > 1 where it has them.
   bool ce_fused(bool fusion) const { return fusion && fused_ce_fp32_passes_forward >= 0; }
   bool ce_parallel(bool fusion, int tp) const {
     return !ce_fused(fusion) && tp > 1 && ce_vocab_parallel_passes_forward >= 0;
