@@ -82,6 +82,14 @@ std::string self_exe() {
   return ec ? std::string("paraplan") : p.string();
 }
 
+char process_state(int pid) {
+  if (pid <= 0) return '\0';
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  const std::string st((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto close = st.rfind(')');  // the command name may hold spaces and parentheses
+  return close != std::string::npos && close + 2 < st.size() ? st[close + 2] : '\0';
+}
+
 namespace {
 
 volatile sig_atomic_t g_child_group = 0;
@@ -127,11 +135,8 @@ std::vector<pid_t> rank_processes(const std::string& dir) {
     const std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     // An exiting process's command line reads empty once its memory is gone.
     if (cmdline.find(needle) == std::string::npos) continue;
-    std::ifstream stat(e.path() / "stat");
-    const std::string st((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-    const auto close = st.rfind(')');
-    if (close != std::string::npos && close + 2 < st.size() && st[close + 2] == 'Z') continue;
-    found.push_back(pid_t(std::atol(name.c_str())));
+    const pid_t pid = pid_t(std::atol(name.c_str()));
+    if (process_state(pid) != 'Z') found.push_back(pid);
   }
   return found;
 }

@@ -17,6 +17,10 @@ void write_output(const std::string& path, const std::string& text);
 // This executable's path (for mpirun to start it as every rank).
 std::string self_exe();
 
+// A process's state letter from /proc/PID/stat (R, S, T, t, Z, ...); '\0' when
+// there is no such process (or it cannot be read).
+char process_state(int pid);
+
 // Starts `mpirun -np RANKS --bind-to none [--oversubscribe] EXTRA... self_exe() RANK_ARGS...`
 // with stdout and stderr into `log`, in a process group of its own that
 // SIGTERM/SIGINT/SIGHUP to us also stop. Oversubscribes when ranks exceed

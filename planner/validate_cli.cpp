@@ -315,10 +315,8 @@ struct RankStatus {
 
 // A rank process stopped by a signal (SIGSTOP, a debugger): /proc/PID/stat state T or t.
 bool process_stopped(int pid) {
-  if (pid <= 0) return false;
-  const std::string st = read_file("/proc/" + std::to_string(pid) + "/stat");
-  const auto close = st.rfind(')');
-  return close != std::string::npos && close + 2 < st.size() && (st[close + 2] == 'T' || st[close + 2] == 't');
+  const char state = process_state(pid);
+  return state == 'T' || state == 't';
 }
 
 RankStatus rank_status(const std::string& dir, int rank) {

@@ -599,6 +599,14 @@ def loss_peak(kind, h, s, b, vocab_rows, dtype):
     return min(peaks)
 
 
+def most_read(values):
+    """The value most runs read, on a tie the smaller (see loss_backward_peak: a late free reads high now and then)."""
+    counts = {}
+    for v in values:
+        counts[v] = counts.get(v, 0) + 1
+    return min(counts, key=lambda v: (-counts[v], v))
+
+
 def loss_backward_peak(h, s, b, vocab_rows, dtype):
     """Peak live logit-sized bytes from the lm-head output through the loss's backward, as torchtitan
     (trainer.py: del pred, then loss.backward()) and the HF Trainer (the outputs die with compute_loss) run it.
@@ -644,10 +652,7 @@ def loss_backward_peak(h, s, b, vocab_rows, dtype):
     # the runs, reading 2 or 4 B per logit high (three of five in one run on 2026-11-27, so a median of five
     # failed). The value most runs read, of seven (on a tie the smaller): a wrong reading needs more runs with
     # a late free of one size than runs without.
-    counts = {}
-    for p in peaks:
-        counts[p] = counts.get(p, 0) + 1
-    return min(counts, key=lambda p: (-counts[p], p))
+    return most_read(peaks)
 
 
 def titan_loss_parallel_peaks(h, s, b, vocab_rows, dtype):
@@ -700,11 +705,7 @@ def titan_loss_parallel_peaks(h, s, b, vocab_rows, dtype):
     for backward in (False, True):
         # As loss_backward_peak: the value most of seven runs read (a late free reads high now and then), on a tie
         # the smaller.
-        counts = {}
-        for _ in range(7):
-            p = peak(backward)
-            counts[p] = counts.get(p, 0) + 1
-        out.append(min(counts, key=lambda p: (-counts[p], p)))
+        out.append(most_read([peak(backward) for _ in range(7)]))
     return tuple(out)
 
 
