@@ -160,6 +160,8 @@ TEST_CASE("nanotron on H100 (Ultra-Scale Playbook, pp = 1): rank-0 memory from p
 
   std::vector<double> err_reserved, err_allocated;
   int ran = 0, ran_not_fit = 0, crashed = 0, crashed_not_fit = 0, crashed_alone = 0, crashed_alone_not_fit = 0;
+  // What `check --strict` fails: not fitting, or fitting only if the allocator flushes mid-step (flush_risk).
+  int ran_strict = 0, crashed_strict = 0, crashed_alone_strict = 0;
   FlushTally flush;
   // How much of the stream-held reduce-scatter inputs the runs realize: what a run measured beyond the prediction
   // without them, in full [s, b, h] bf16 blocks per layer, for the runs that ran at tp > 1 with micro-batches of 4
@@ -180,6 +182,7 @@ TEST_CASE("nanotron on H100 (Ultra-Scale Playbook, pp = 1): rank-0 memory from p
       REQUIRE(r.measured_gib > 0);
       err_reserved.push_back((p.reserved_gib - r.measured_gib) / r.measured_gib);
       err_allocated.push_back((p.allocated_gib - r.measured_gib) / r.measured_gib);
+      ran_strict += !p.e.fits || p.e.flush_risk;
       if (!p.e.fits) {
         ++ran_not_fit;
         WARN("ran but predicted not to fit: " << r.id << " measured " << r.measured_gib << " GiB, device "
@@ -188,10 +191,12 @@ TEST_CASE("nanotron on H100 (Ultra-Scale Playbook, pp = 1): rank-0 memory from p
     } else {
       ++crashed;
       crashed_not_fit += !p.e.fits;
+      crashed_strict += !p.e.fits || p.e.flush_risk;
       // A crash whose per-rank twin ran was not a memory failure.
       if (!ran_twins.count(twin_key(r))) {
         ++crashed_alone;
         crashed_alone_not_fit += !p.e.fits;
+        crashed_alone_strict += !p.e.fits || p.e.flush_risk;
       }
     }
   }
@@ -216,6 +221,16 @@ TEST_CASE("nanotron on H100 (Ultra-Scale Playbook, pp = 1): rank-0 memory from p
   // (issue 13 asks for 90 % of all crashed rows: not reached, see the README).
   CHECK(crashed_alone == 57);
   CHECK(crashed_alone_not_fit * 10 >= crashed_alone * 8);
+  // The CI gate at its strictest (`check --strict`, which also fails a layout that fits only if the allocator
+  // flushes mid-step) catches 90 % of those 57 at the price of 4 of the 333 runs that ran (1.2 %: the 3B at tp 16
+  // micro-batch 32 without accumulation, and tp 32 at micro-batch 64-128, all with 34-41 GiB held for the NCCL
+  // stream). MEASURED 2026-11-28: 52 of 57 (48 not fitting, 4 flagged), 52 of all 79; 4 of 333.
+  INFO("check --strict fails " << crashed_alone_strict << " of the " << crashed_alone << " crashed with no twin that ran, "
+                               << crashed_strict << " of all " << crashed << ", " << ran_strict << " of the " << ran
+                               << " that ran");
+  CHECK(crashed_alone_strict * 10 >= crashed_alone * 9);
+  CHECK(crashed_strict - crashed_not_fit == 4);
+  CHECK(ran_strict == 4);
   // 19 of the twins are the same runs again: the rows whose id ends in "-run2" repeat a layout (model, nodes, dp,
   // tp, zero, micro-batch, accumulation) whose first run ran, every one of them crashed, and their first runs
   // measured 34.8-69.8 GiB, under the 75.7 GiB usable: a rerun batch that failed, not memory. No memory model
