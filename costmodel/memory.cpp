@@ -257,7 +257,7 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
     out.add(Category::kActivations, "beyond 2^60 bytes (1 EiB) per GPU", kSaturatedBytes, [&] {
       return fmt::format("seq {} x mbs {} x {} layers x {} heads: more than 2^60 bytes; not counted exactly",
                          t.seq_length, l.mbs, m.num_layers, m.num_attention_heads);
-    });
+    }, "costmodel/memory.cpp kSaturatedBytes (a guard against int64 overflow, not a framework's term)");
     return;
   }
   const StageParams sp = lm.params_of(m, l, stage, t.mtp);
@@ -315,7 +315,7 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
                                                           : 0)
                                     : sp.output;
     out.add(Category::kGradients, "tied embedding gradient (whole)", rows * gbytes,
-            [&] { return fmt::format("vocab/tp x h = {} params x {} B", count(rows), gbytes); });
+            [&] { return fmt::format("vocab/tp x h = {} params x {} B", count(rows), gbytes); }, prof.terms.tied_grad);
   }
 
   if (t.fp8) {
@@ -433,9 +433,10 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
     const std::int64_t emb = lm.embedding;
     if (emb > 0)
       out.add(Category::kActivations, "embedding dropout masks", n0 * emb,
-              [&] { return fmt::format("{} in flight x {}", n0, human(emb)); });
-    out.add(Category::kActivations, "token ids", n0 * 4 * a.s * a.b,
-            [&] { return fmt::format("{} in flight x 4 B x s {} x b {}", n0, a.s, a.b); });
+              [&] { return fmt::format("{} in flight x {}", n0, human(emb)); }, prof.terms.embedding);
+    const int tb = prof.terms.token_bytes;
+    out.add(Category::kActivations, "token ids", n0 * tb * a.s * a.b,
+            [&] { return fmt::format("{} in flight x {} B x s {} x b {}", n0, tb, a.s, a.b); }, prof.terms.batch);
   }
   const std::int64_t vocab = vocab_per_rank(m, l.tp);
   const std::int64_t softmax = a.s * a.b * vocab * 4;  // fp32 softmax of the logit shard
@@ -448,11 +449,12 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
     out.add(Category::kActivations, "final norm + output layer inputs", nl * head, [&] {
       return fmt::format("{} in flight x {}{}", nl, human(head),
                          gathered ? " (the output layer's input all-gathered whole, the norm's a sequence shard)" : "");
-    }, gathered ? prof.act.sp_gathered : nullptr);
+    }, gathered ? prof.act.sp_gathered : prof.terms.output_input);
   }
   if (holds_loss) {
-    out.add(Category::kActivations, "labels", nl * 4 * a.s * a.b,
-            [&] { return fmt::format("{} in flight x 4 B x s {} x b {}", nl, a.s, a.b); });
+    const int tb = prof.terms.token_bytes;
+    out.add(Category::kActivations, "labels", nl * tb * a.s * a.b,
+            [&] { return fmt::format("{} in flight x {} B x s {} x b {}", nl, tb, a.s, a.b); }, prof.terms.batch);
     out.add(Category::kActivations, "cross-entropy fp32 softmax", nl * softmax, [&] {
       return fmt::format("{} in flight x 4 B x s {} x b {} x vocab/tp {}", nl, a.s, a.b, vocab);
     }, loss.source);
@@ -498,13 +500,19 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
   // Transient: the largest set of short-lived buffers at any point of the step
   // (costmodel/activations.cpp walks one layer; the head and embedding here).
   TransientPeak lt = lm.transient;
+  // Where the peak's buffers come from: the framework's layer code, unless a later phase takes the peak.
+  const char* peak_source = m.is_moe() ? prof.act.moe_source : prof.act.layer_spec;
   if (full && l.recompute_method == RecomputeMethod::kUniform && l.recompute_layers > 1) {
     // Re-running a group of g layers holds every layer of it whole, less the
     // checkpointed input: (g − 1) more whole layers than re-running one
     // (Megatron-LM@d98e8a64 megatron/core/recompute.py:157-166: one
     // checkpoint over custom(l, l + recompute_num_layers)).
     const std::int64_t g = std::min<std::int64_t>(l.recompute_layers, layers_per_chunk);
-    if (g > 1) lt = {lt.bytes + (g - 1) * whole, "backward: residual grad + a recomputed group of recompute_layers layers"};
+    if (g > 1) {
+      lt = {lt.bytes + (g - 1) * whole, "backward: residual grad + a recomputed group of recompute_layers layers"};
+      peak_source = "NVIDIA/Megatron-LM@d98e8a64 megatron/core/recompute.py:157-166 (one checkpoint over "
+                    "recompute_num_layers layers)";
+    }
   }
   if (full && whole_layers(l, int(layers_per_chunk)) > 0) {
     // Block recompute: the layers kept whole run a plain backward.
@@ -528,8 +536,14 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
     if (backward > 0 && backward - softmax > peak.bytes) peak = {backward - softmax, "loss backward"};
   }
   // Then the output layer's input gradient H and the residual gradient X.
-  if (holds_output && H + X > peak.bytes) peak = {H + X, "output layer backward: input grad + residual grad"};
-  if (first && l.sp && H > peak.bytes) peak = {H, "embedding: partial sum before the reduce-scatter"};
+  if (holds_output && H + X > peak.bytes) {
+    peak = {H + X, "output layer backward: input grad + residual grad"};
+    peak_source = prof.terms.output_input;
+  }
+  if (first && l.sp && H > peak.bytes) {
+    peak = {H, "embedding: partial sum before the reduce-scatter"};
+    peak_source = prof.terms.embedding;
+  }
   if (l.cp > 1) {
     // Ring attention (NVIDIA/TransformerEngine@d0067d0d transformer_engine/
     // pytorch/attention/dot_product_attention/context_parallel.py): the
@@ -538,8 +552,11 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
     // dK|dV, 2 x 2 chunks (:2397-2401), beside the residual gradient.
     const std::int64_t kv_chunk = 2 * a.s * a.b * m.kv_width() / l.tp * a.act_bytes;
     const std::int64_t fwd = l.cp * kv_chunk, bwd = X + 4 * kv_chunk;
-    if (fwd > peak.bytes) peak = {fwd, "context-parallel ring: every K|V chunk of the forward"};
-    if (bwd > peak.bytes) peak = {bwd, "context-parallel ring: residual grad + K|V and dK|dV double buffers"};
+    const char* ring = "NVIDIA/TransformerEngine@d0067d0d transformer_engine/pytorch/attention/dot_product_attention/"
+                       "context_parallel.py:1685-1717 (p2p_comm_buffers of the forward), :2397-2401 (the backward's)";
+    if (fwd > peak.bytes) peak = {fwd, "context-parallel ring: every K|V chunk of the forward"}, peak_source = ring;
+    if (bwd > peak.bytes)
+      peak = {bwd, "context-parallel ring: residual grad + K|V and dK|dV double buffers"}, peak_source = ring;
   }
   const bool loss_backward_peak = std::string_view(peak.phase) == "loss backward";
   out.add(Category::kTransient, "short-lived buffers (peak)", peak.bytes, [&] {
@@ -555,7 +572,7 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
   }, loss_backward_peak ? loss.backward
      : std::string_view(peak.phase) == "logits"
          ? (fused_copies > 0 ? loss.fused : loss.source)
-         : nullptr);
+         : peak_source);
 
   if (step_buffer) {
     // The optimizer step runs after the last backward, when the activations
@@ -584,12 +601,12 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
               return whole ? fmt::format("{} params x {} B", count(psi), wbytes)
                            : fmt::format("{} (current + prefetch) x {} params x {} B", prof.gathered_groups, count(biggest),
                                          wbytes);
-            });
+            }, prof.gathered);
     if (prof.group_grad_bytes_per_param > 0)
       out.add(Category::kComm, "unsharded gradients + reduce-scatter input (one group)",
               round_bytes(prof.group_grad_bytes_per_param * double(biggest)), [&] {
-                return fmt::format("{:g} B x {} params [{}]", prof.group_grad_bytes_per_param, count(biggest), prof.gathered);
-              });
+                return fmt::format("{:g} B x {} params", prof.group_grad_bytes_per_param, count(biggest));
+              }, prof.gathered);
   }
   const std::int64_t bucket_size = bucket_params(prof, t);
   if (prof.bucket_rule == BucketRule::kShardedGrads && l.zero >= 2 && dp > 1) {
@@ -599,12 +616,12 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
     out.add(Category::kComm, "gradient reduce-scatter bucket", bucket * gbytes, [&] {
       return fmt::format("min(max(bucket {}, largest weight+bias {}), {}) params x {} B",
                          count(bucket_size), count(group), count(psi), gbytes);
-    });
+    }, prof.bucket);
   }
   if (prof.bucket_rule == BucketRule::kFixedIpg && (l.zero == 1 || l.zero == 2))
     out.add(Category::kComm, "IPG reduce bucket", bucket_size * wbytes, [&] {
-      return fmt::format("reduce_bucket_size {} x {} B [{}]", count(bucket_size), wbytes, prof.bucket);
-    });
+      return fmt::format("reduce_bucket_size {} x {} B", count(bucket_size), wbytes);
+    }, prof.bucket);
   if (l.sp && prof.sp_gather_buffer_persistent) {
     const std::int64_t gather = a.s * a.b * m.hidden_size * a.act_bytes;
     out.add(Category::kComm, "sequence-parallel all-gather buffer", gather, [&] {
@@ -620,7 +637,7 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
     out.add(Category::kComm, "pipeline send buffers", slots * msg, [&] {
       return fmt::format("{} x {} B x s {} x b {} x h {}{}", slots, a.act_bytes, a.s, a.b, m.hidden_size,
                          l.sp ? fmt::format(" / tp {}", l.tp) : "");
-    });
+    }, prof.terms.pipeline_send);
   }
 
   // Runtime and allocator slack, after every tensor above.

@@ -3,6 +3,8 @@
 // profile cites (docs/frameworks.md) and from DeepSpeed's own estimator.
 #include <catch2/catch.hpp>
 
+#include <set>
+#include <string>
 #include <tuple>
 
 #include "costmodel/activations.hpp"
@@ -543,4 +545,57 @@ TEST_CASE("DeepSpeed pipeline with tp > 1: stage outputs kept as 1/tp partitions
   const MemoryBreakdown g2 = stage_memory(s, l, 2);
   CHECK(term(2, "optimizer step beyond the backward's peak") > 0);
   CHECK(g2.total() == 20 * psi + g2[Category::kComm]);
+}
+
+TEST_CASE("every term explain prints, under every profile, names its source", "[memory][frameworks]") {
+  // Issue 13: every profile term carries a citation. Layouts chosen to raise each term somewhere: the batch and the
+  // embedding (first stage), the output layer and loss (last), pipeline sends, the whole tied-embedding gradient
+  // (ZeRO >= 2 with pp > 1 and tied embeddings), ZeRO-3's gathered groups, FSDP's unsharded ZeRO-2, the reduce
+  // buckets, sequence parallelism, the context-parallel ring, Megatron's grouped recompute.
+  const char* layouts[] = {"dp=2,tp=2,pp=2,sp=1,zero=1,recompute=selective,mbs=1",
+                           "dp=2,tp=2,pp=2,sp=1,zero=0,recompute=none,mbs=1",
+                           "dp=4,pp=2,zero=2,recompute=full,mbs=1",
+                           "dp=4,pp=2,zero=3,recompute=none,mbs=2",
+                           "dp=8,zero=3,recompute=full,mbs=1",
+                           "dp=8,zero=2,recompute=none,mbs=1",
+                           "dp=4,tp=2,sp=1,zero=1,recompute=none,mbs=1",
+                           "dp=2,cp=2,tp=2,sp=1,zero=1,recompute=none,mbs=1",
+                           "dp=2,tp=2,pp=2,sp=1,zero=1,recompute=full,recompute_method=uniform,recompute_layers=2,mbs=1"};
+  std::set<std::string> all;
+  for (Framework f : {Framework::kMegatron, Framework::kDeepSpeed, Framework::kFsdp, Framework::kNanotron,
+                      Framework::kParaplan}) {
+    int checked = 0;
+    std::set<std::string> names;
+    for (const char* model : {"tiny-gpt", "llama-3.1-8b"}) {
+      for (const char* text : layouts) {
+        Spec s = test::spec_for(test::model(model), 8, 1024, 64);
+        s.cluster = test::cluster("dgx-h100");
+        s.training.framework = f;
+        s.training.flash_attention = true;
+        Layout l = parse_layout(text);
+        if (resolve_layout(s, &l)) continue;  // a layout the framework or model refuses
+        ++checked;
+        for (int stage = 0; stage < l.pp; ++stage)
+          for (const Term& t : stage_terms(s, l, stage)) {
+            INFO(framework_name(f) << ", " << model << ", " << text << ", stage " << stage << ": " << t.name);
+            names.insert(t.name);
+            CHECK(!t.source.empty());
+          }
+      }
+    }
+    INFO(framework_name(f) << ": " << checked << " layouts, " << names.size() << " distinct terms");
+    CHECK(checked >= 4);  // nanotron refuses ZeRO 2-3, selective recompute and cp: 4 of these run
+    CHECK(names.count("token ids") == 1);
+    CHECK(names.count("labels") == 1);
+    CHECK(names.count("pipeline send buffers") == 1);
+    CHECK(names.count("short-lived buffers (peak)") == 1);
+    CHECK(names.count("final norm + output layer inputs") == 1);
+    all.insert(names.begin(), names.end());
+  }
+  for (const char* name : {"tied embedding gradient (whole)", "embedding dropout masks", "ZeRO-3 gathered parameters",
+                           "unsharded parameters (kept through backward)", "gradient reduce-scatter bucket",
+                           "IPG reduce bucket", "unsharded gradients + reduce-scatter input (one group)"}) {
+    INFO(name);
+    CHECK(all.count(name) == 1);
+  }
 }

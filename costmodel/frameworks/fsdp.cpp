@@ -176,6 +176,17 @@ const Profile& fsdp_profile() {
     p.time.reduce_buckets = ReduceBuckets::kPerLayer;
     p.time.reduce_bucket = TT "torchtitan/distributed/fsdp.py:267-368 (fully_shard per transformer block: one "
                               "reduce-scatter and one all-gather of each block's parameters)";
+    p.terms = TermSources{
+        8,
+        TT "torchtitan/hf_datasets/text_datasets.py:49-58 (np.int64 input_ids, labels)",
+        TT "torchtitan/models/common/decoder.py:254-255, 291-298 (norm, then lm_head: nn.Linear saves its input)",
+        TT "torchtitan/distributed/pipeline_parallel.py:625 (PipelineStage); pytorch/pytorch@01386103 "
+           "torch/distributed/pipelining/stage.py (get_fwd_send_ops / get_bwd_send_ops: isend of the stage's outputs "
+           "and input gradients)",
+        "JUDGEMENT: a tied embedding's two pipeline copies sum their gradients after the last micro-batch, as "
+        "Megatron-LM does (finalize_model_grads.py:164-203); torchtitan's Llama does not tie",
+        TT "torchtitan/models/common/decoder_sharding.py:358-367 (tok_embeddings: a Partial output reduced to the "
+           "activation layout, Shard(1) with sequence parallelism); no embedding dropout in its models"};
     return p;
   }();
   return p;

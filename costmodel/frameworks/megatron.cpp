@@ -163,6 +163,20 @@ const Profile& megatron_profile() {
                                "by default since 4eeff55d1f, 2023-10), :1010-1012 (off without interleaving)";
     // The reduce-scatter inputs held at sequence parallelism count in allocated too (the reason: held_reduce_scatter).
     q.held_in_allocated = true;
+    q.terms = TermSources{
+        8,
+        MCORE "megatron/core/datasets/gpt_dataset.py:280-286 (text.long(): int64 tokens and labels), "
+              "megatron/core/utils.py:2272-2291 (get_batch_on_this_tp_rank: tokens on the first stage, labels on the "
+              "last; position_ids and the fp32 loss_mask beside them not counted)",
+        MCORE "megatron/core/tensor_parallel/layers.py:604 (the output layer's ColumnParallelLinear saves its input); "
+              "the final norm saves its own",
+        MCORE "megatron/core/pipeline_parallel/p2p_communication.py:280-300 (_communicate sends the stage's output or "
+              "input gradient itself), schedules.py:171-200, 1660, 1690 (deallocate_output_tensor once it is sent)",
+        MCORE "megatron/core/distributed/finalize_model_grads.py:164-203 (_allreduce_word_embedding_grads after the "
+              "last micro-batch's backward)",
+        MCORE "megatron/core/models/common/embeddings/language_model_embedding.py:90, 154-156 (embedding_dropout), "
+              "megatron/core/tensor_parallel/layers.py:372-380 (VocabParallelEmbedding's output reduce-scattered with "
+              "sequence parallelism)"};
     return q;
   }();
   return p;

@@ -185,6 +185,15 @@ const Profile& nanotron_profile() {
         "per layer per micro-batch (38 runs, 4.31-5.40 ms), 1B and 3B alike (tests/test_measurements.cpp); cause: "
         "Python dispatch of the layer, Triton 2.x launches at 40-62 us (triton-lang/triton#3503, #1431), the async "
         "linears' collectives (src/nanotron/parallel/tensor_parallel/functional.py:118-345, 453-583)";
+    q.terms = TermSources{
+        8,
+        NT "src/nanotron/dataloader.py:202-240 (input_ids and label_ids torch.long; the bool input_mask and "
+           "label_mask beside them not counted), data/collator.py:62-67",
+        NT "src/nanotron/models/llama.py:848-870 (final_layer_norm, lm_head: TensorParallelColumnLinear saves its input)",
+        NT "src/nanotron/parallel/pipeline_parallel/p2p.py:504-507 (send_tensors of the stage's output or input gradient)",
+        NT "src/nanotron/parallel/tied_parameters.py:119 (sync_tied_weights_gradients after the last micro-batch)",
+        NT "src/nanotron/parallel/tensor_parallel/nn.py:296 (TensorParallelEmbedding: differentiable_reduce_scatter_sum "
+           "in REDUCE_SCATTER mode); no embedding dropout in its Llama"};
     return q;
   }();
   return p;

@@ -302,6 +302,23 @@ struct TimeVariant {
   }
 };
 
+// Where the terms every profile shares come from (costmodel/memory.cpp): the
+// batch a micro-batch keeps while in flight (token ids on the first stage, for
+// the embedding's backward; labels on the last, for the loss's), the bytes of
+// one token id or label, the final norm's and output layer's saved inputs, a
+// stage output or input gradient while the pipeline sends it, the tied
+// embedding's whole gradient (ZeRO >= 2, pp > 1), the embedding's own tensors
+// (its dropout mask; with sequence parallelism its partial sum before the
+// reduce-scatter).
+struct TermSources {
+  int token_bytes = 4;
+  Source batch = "";
+  Source output_input = "";
+  Source pipeline_send = "";
+  Source tied_grad = "";
+  Source embedding = "";
+};
+
 struct Profile {
   Framework id;
   const char* name;
@@ -412,7 +429,14 @@ struct Profile {
   bool has_loss_vocab_parallel = false;
   LossVariant loss_vocab_parallel{};
   const LossVariant& loss_for(int tp) const { return tp > 1 && has_loss_vocab_parallel ? loss_vocab_parallel : loss; }
+  TermSources terms{};
 };
+
+// A profile whose shared terms come from `s` (Profile::terms).
+inline Profile with_term_sources(Profile p, TermSources s) {
+  p.terms = s;
+  return p;
+}
 
 // A profile whose ZeRO-1/2 parameter all-gather runs whole after the
 // optimizer step (TimeVariant::param_gather_overlaps_forward false), for `src`.
