@@ -1175,7 +1175,9 @@ StageMicrobatch stage_microbatch_with(const Spec& s, const Layout& l, int stage,
                        "{} {:g} x tile utilization on {} SMs{}",
                        layers, f.linear * 1e3, f.linear_backward * 1e3, fp8 ? "FP8 peak x gemm_efficiency_fp8" : "gemm_efficiency",
                        fp8 ? c.gemm_eff_fp8() : c.gemm_efficiency, c.gpu.sm_count, shape);
-  });
+  }, "cluster gemm_efficiency (the shipped H100 and H200: MEASURED under sustained load, docs/gpu.md; paraplan "
+     "calibrate refits it) x the last wave of output tiles on the SMs (costmodel/time.cpp gemm_time); the four GEMMs "
+     "per layer and their backward pair: Narayanan et al. 2021 §3");
   const double core_b = (t.flash_attention ? 2.5 : 2.0) * f.core;
   sink.add("attention core", layers * (f.core + core_b), [&] {
     return t.flash_attention
@@ -1190,7 +1192,9 @@ StageMicrobatch stage_microbatch_with(const Spec& s, const Layout& l, int stage,
                                  : std::string(),
                              flash_factors_text(m, t, c))
                : fmt::format("{:g} layers x {:.3f} ms x 3: QK^T, softmax, attention.V unfused", layers, f.core * 1e3);
-  }, t.flash_attention ? (table_attention(c) ? "cluster gpu.flash_attention_tflops" : "")
+  }, t.flash_attention ? (table_attention(c) ? "cluster gpu.flash_attention_tflops"
+                                              : "cluster attention_efficiency x peak_tflops_bf16 (no flash-attention "
+                                                "table for this GPU; costmodel/time.cpp flash_attention_rate)")
                        : "QK^T and attention.V as batched GEMMs at gemm_efficiency; the fused scale-mask-softmax and the "
                          "attention dropout read and write the b·heads·s² scores (Korthikanti et al. 2022 §4.1)");
   const double mem = f.total - f.core - f.linear;
@@ -1210,7 +1214,10 @@ StageMicrobatch stage_microbatch_with(const Spec& s, const Layout& l, int stage,
                                          sb.forward / 1e6, sb.backward / 1e6, tv.glu_backward_passes,
                                          c.strided_hbm_eff(), c.hbm_efficiency)
                            : std::string(" (backward 2x)"));
-  }, tv.strided_layer_ops ? tv.strided_layer : tv.layer_copies);
+  }, tv.strided_layer_ops ? tv.strided_layer
+     : *tv.layer_copies ? tv.layer_copies
+                        : "the layer's elementwise ops' reads and writes (costmodel/time.cpp layer_memory_bound_bytes, "
+                          "Korthikanti et al. 2022 §4 op list) at the cluster's hbm_efficiency");
   sink.add("recompute", recompute_s, [&] {
     if (l.recompute == Recompute::kSelective && prof.act.op_sac)
       return fmt::format("per-op selective: {:g} layers x {:.3f} ms (the unkept linears: wk, wo and {} of a {} MLP, and "
@@ -1218,7 +1225,11 @@ StageMicrobatch stage_microbatch_with(const Spec& s, const Layout& l, int stage,
                          layers, f.op_sac_recompute * 1e3, m.gated() ? "w3" : "w2", m.gated() ? "gated" : "plain");
     return fmt::format("{} recompute: {:g} layer forwards re-run", recompute_name(l.recompute),
                        l.recompute == Recompute::kFull ? recomputed : layers);
-  });
+  }, l.recompute == Recompute::kSelective && prof.act.op_sac ? prof.act.op_sac_source
+     : l.recompute == Recompute::kSelective
+         ? "Korthikanti et al. 2022 §4.2 (selective: the attention core re-run in the backward)"
+         : "Korthikanti et al. 2022 §4.1 (full: each checkpointed layer's forward re-run before its backward); "
+           "NVIDIA/Megatron-LM@d98e8a64 megatron/core/recompute.py:157-180 (which layers, with recompute_method)");
   // A block outside the layers: its forward and backward join the stage's.
   auto block = [&](const char* name, double fwd, double bwd, auto&& formula, const char* source = "") {
     r.forward_s += fwd;
@@ -1228,14 +1239,17 @@ StageMicrobatch stage_microbatch_with(const Spec& s, const Layout& l, int stage,
   if (first) {
     const double e = fx.embedding;
     // The backward scatter-adds the gradient into the embedding rows: 2x the lookup.
-    block("embedding", e, 2 * e, [&] { return fmt::format("lookup {:.3f} ms + gradient scatter-add 2x", e * 1e3); });
+    block("embedding", e, 2 * e, [&] { return fmt::format("lookup {:.3f} ms + gradient scatter-add 2x", e * 1e3); },
+          "memory-bound: the rows read and the output written at hbm_efficiency (costmodel/time.cpp); the backward's "
+          "scatter-add reads and writes them (JUDGEMENT: 2x)");
   }
   if (holds_output) {
     const double fo = fx.head_forward, bo = fx.head_backward;
     block("output layer", fo, bo, [&] {
       return fmt::format("final norm + logits GEMM over vocab/tp {}: forward {:.3f} ms + backward {:.3f} ms",
                          (m.vocab_size + l.tp - 1) / l.tp, fo * 1e3, bo * 1e3);
-    });
+    }, "the logits GEMM [s·b, h] x [h, vocab/tp] and its two backward GEMMs at gemm_efficiency, the norm memory-bound "
+       "(costmodel/time.cpp output_head_forward_time, output_head_backward_time)");
   }
   if (holds_loss) {
     block("cross-entropy", fx.loss_forward, fx.loss_backward, [&] {
@@ -1343,18 +1357,23 @@ StageMicrobatch stage_microbatch_with(const Spec& s, const Layout& l, int stage,
                           "priced (a warning says where the time model cannot vouch for the layout)",
                           tv.p2p_poll_sleep_s * 1e3);
     return text;
-  }, ppo.on ? tv.p2p_overlap : polled ? tv.p2p_poll : "");
+  }, ppo.on ? tv.p2p_overlap : polled ? tv.p2p_poll
+     : "each link's transfer at the NVLink or network rate of the pair (costmodel/time.cpp pp_link; "
+       "NVIDIA/Megatron-LM@d98e8a64 megatron/core/pipeline_parallel/p2p_communication.py:32-54, 536-600)");
   const CpRing ring = cp_ring_exposed_time(m, t, l, c, g.cp, f.core);
   r.cp_comm_s = layers * (ring.forward_s + ring.backward_s) + recomputed * ring.forward_s;
   sink.add("context-parallel ring (exposed)", r.cp_comm_s,
-           [&] { return fmt::format("{:g} layers x cp-1 = {} K|V steps beside one chunk's attention", layers, l.cp - 1); });
+           [&] { return fmt::format("{:g} layers x cp-1 = {} K|V steps beside one chunk's attention", layers, l.cp - 1); },
+           "NVIDIA/TransformerEngine@d0067d0d transformer_engine/pytorch/attention/dot_product_attention/"
+           "context_parallel.py:1685-1717 (each K|V step sent beside the previous chunk's attention), :2397-2401");
   if (l.zero >= 3) {
     DpCollectives computed_dp;
     r.zero3_s = zero3_exposed_gather_time(s, l, stage_dp(s, l, g, pl, stage, r.dp_params, &computed_dp), layers,
                                           r.forward_s, r.backward_s);
   }
   sink.add("ZeRO-3 gathers (exposed)", r.zero3_s,
-           [&] { return fmt::format("{:g} layer gathers, each prefetched beside the layer before", layers); });
+           [&] { return fmt::format("{:g} layer gathers, each prefetched beside the layer before", layers); },
+           prof.gathered);
   // The host dispatches the stage's layers (and a recomputed layer's forward,
   // a third of a layer, again) no faster than the framework's measured time
   // per layer: where the GPU has less to do, it waits for the host.
@@ -1403,7 +1422,8 @@ std::vector<TimeTerm> stage_dp_terms(const Spec& s, const Layout& l, int stage) 
                    n, params / n, gb, l.cp > 1 ? "·cp" : "", l.dp_cp(),
                    s.training.grad_bucket_params_given ? " (training.grad_bucket_params)" : "",
                    every ? fmt::format("every micro-batch: {:.3f} ms x {:.0f}", reduce * 1e3, m) : std::string("once a step")),
-       step.reduce_s * step.reduces, s.training.grad_bucket_params_given ? "" : prof.time.reduce_bucket});
+       step.reduce_s * step.reduces,
+       s.training.grad_bucket_params_given ? "training.grad_bucket_params (the spec)" : prof.time.reduce_bucket});
   if (l.zero >= 1) {
     const double gather = step.gather_s, k = dc.gathers;
     out.push_back({"parameter all-gather",
@@ -1411,7 +1431,8 @@ std::vector<TimeTerm> stage_dp_terms(const Spec& s, const Layout& l, int stage) 
                                l.cp > 1 ? "·cp" : "", l.dp_cp(),
                                l.zero >= 3 ? fmt::format("before every forward and backward: {:.3f} ms x 2 x {:.0f}", gather * 1e3, m)
                                            : std::string("once a step")),
-                   step.gather_s * step.gathers, prof.time.param_gather});
+                   step.gather_s * step.gathers,
+                   l.zero >= 3 ? prof.gathered : *prof.time.param_gather ? prof.time.param_gather : prof.time.reduce_bucket});
   }
   const double exposed = m * dp_exposed_per_microbatch_time(s, l, dc, mb) + dp_exposed_tail_time(s, l, dc, mb);
   out.push_back({"exposed of these",
@@ -1422,7 +1443,12 @@ std::vector<TimeTerm> stage_dp_terms(const Spec& s, const Layout& l, int stage) 
                      : s.training.overlap_dp_comm
                            ? fmt::format("all of it: {}'s collectives measured in line with compute", prof.name)
                            : std::string("no overlap (overlap_dp_comm off): all of it"),
-                 exposed, s.training.overlap_dp_comm && !dp_overlaps(s) ? prof.time.collectives_overlap : ""});
+                 exposed,
+                 !s.training.overlap_dp_comm ? "training.overlap_dp_comm (the spec)"
+                 : !dp_overlaps(s)           ? prof.time.collectives_overlap
+                                             : "costmodel/time.cpp dp_exposed_per_microbatch_time, dp_exposed_tail_time "
+                                               "(docs/frameworks.md, \"DP overlap\": the last bucket after the "
+                                               "backward, the rest beside it)"});
   return out;
 }
 

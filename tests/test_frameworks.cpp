@@ -11,6 +11,7 @@
 #include "costmodel/flops.hpp"
 #include "costmodel/frameworks/profile.hpp"
 #include "costmodel/memory.hpp"
+#include "costmodel/time.hpp"
 #include "planner/report.hpp"
 #include "planner/search.hpp"
 #include "test_helpers.hpp"
@@ -547,7 +548,7 @@ TEST_CASE("DeepSpeed pipeline with tp > 1: stage outputs kept as 1/tp partitions
   CHECK(g2.total() == 20 * psi + g2[Category::kComm]);
 }
 
-TEST_CASE("every term explain prints, under every profile, names its source", "[memory][frameworks]") {
+TEST_CASE("every term explain prints, under every profile, names its source", "[memory][time][frameworks]") {
   // Issue 13: every profile term carries a citation. Layouts chosen to raise each term somewhere: the batch and the
   // embedding (first stage), the output layer and loss (last), pipeline sends, the whole tied-embedding gradient
   // (ZeRO >= 2 with pp > 1 and tied embeddings), ZeRO-3's gathered groups, FSDP's unsharded ZeRO-2, the reduce
@@ -575,12 +576,20 @@ TEST_CASE("every term explain prints, under every profile, names its source", "[
         Layout l = parse_layout(text);
         if (resolve_layout(s, &l)) continue;  // a layout the framework or model refuses
         ++checked;
-        for (int stage = 0; stage < l.pp; ++stage)
+        for (int stage = 0; stage < l.pp; ++stage) {
           for (const Term& t : stage_terms(s, l, stage)) {
             INFO(framework_name(f) << ", " << model << ", " << text << ", stage " << stage << ": " << t.name);
             names.insert(t.name);
             CHECK(!t.source.empty());
           }
+          // The time terms too: one micro-batch's, and the step's data-parallel collectives.
+          std::vector<TimeTerm> times = stage_time_terms(s, l, stage);
+          for (TimeTerm& t : stage_dp_terms(s, l, stage)) times.push_back(t);
+          for (const TimeTerm& t : times) {
+            INFO(framework_name(f) << ", " << model << ", " << text << ", stage " << stage << ", time: " << t.name);
+            CHECK(!t.source.empty());
+          }
+        }
       }
     }
     INFO(framework_name(f) << ": " << checked << " layouts, " << names.size() << " distinct terms");

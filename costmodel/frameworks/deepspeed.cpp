@@ -136,7 +136,8 @@ Profile with_eager_loss_backward(Profile p) {
 }  // namespace
 
 const Profile& deepspeed_profile() {
-  static const Profile p = with_term_sources(with_partitioned_pipe_outputs(with_eager_loss_backward(with_deepspeed_moe(with_reduce_buckets(with_post_step_param_gather(Profile{
+  static const Profile p = [] {
+    Profile q = with_term_sources(with_partitioned_pipe_outputs(with_eager_loss_backward(with_deepspeed_moe(with_reduce_buckets(with_post_step_param_gather(Profile{
       Framework::kDeepSpeed,
       "deepspeed",
       "DeepSpeed ZeRO 0-3 with bf16 (default wrappers), an unfused PyTorch model",
@@ -190,6 +191,12 @@ const Profile& deepspeed_profile() {
           DS "deepspeed/runtime/pipe/engine.py:278 (_exec_reduce_tied_grads after the last micro-batch), "
              "pipe/module.py:457 (allreduce_tied_weight_gradients)",
           "the user's PyTorch model; modelled as HF-style GPT (dropout after the embeddings)"});
+    // DeepSpeed's engine has no tensor parallelism of its own: the user's model brings it (Megatron-DeepSpeed's
+    // mappings), priced with every collective in line.
+    q.time.tp_backward = "the user's model's tensor parallelism (e.g. Megatron-DeepSpeed's mpu mappings), not "
+                         "DeepSpeed's engine: its collectives priced in line, none beside a GEMM";
+    return q;
+  }();
   return p;
 }
 

@@ -51,6 +51,7 @@ const Profile& paraplan_profile() {
     p.runtime_extra_mib = 16;
     p.runtime_extra = "validate/gpu/cuda_context.cpp:75 (device scratch, kScratchBytes)";
     p.moe_note = "paraplan's executor (validate) runs dense layers only";
+    p.time.tp_backward = "validate/comm.hpp (the executor's TP collectives run in line, none beside a GEMM)";
     p.terms = TermSources{4, "validate/head.cpp:17-24 (int32 token ids), validate/executor.cpp:18-28",
                           "validate/head.cpp (the final norm's and the output layer's inputs)",
                           "validate/executor.cpp:118-119 (one send slot per direction)",
