@@ -137,7 +137,9 @@ Profile with_eager_loss_backward(Profile p) {
 
 const Profile& deepspeed_profile() {
   static const Profile p = [] {
-    Profile q = with_term_sources(with_partitioned_pipe_outputs(with_eager_loss_backward(with_deepspeed_moe(with_reduce_buckets(with_post_step_param_gather(Profile{
+    Profile q = with_term_sources(
+        with_partitioned_pipe_outputs(with_eager_loss_backward(with_deepspeed_moe(with_reduce_buckets(
+            with_post_step_param_gather(Profile{
       Framework::kDeepSpeed,
       "deepspeed",
       "DeepSpeed ZeRO 0-3 with bf16 (default wrappers), an unfused PyTorch model",
