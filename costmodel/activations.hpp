@@ -115,6 +115,7 @@ std::int64_t layer_rounding_slack(const Model& m, bool flash, Recompute r, const
 struct TransientPeak {
   std::int64_t bytes = 0;
   const char* phase = "";
+  const char* source = "";  // where its buffers come from (costmodel/memory.cpp sets it per framework)
 };
 TransientPeak layer_transient_peak(const Model& m, bool flash, Recompute r, const ActShape& a,
                                    const ActivationVariant& v = {}, LayerKind kind = LayerKind::kDense);

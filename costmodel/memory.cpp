@@ -219,6 +219,7 @@ LayerMemory layer_memory(const Spec& s, const Layout& l) {
       *transient = layer_transient_peak(m, t.flash_attention, l.recompute, a, a_s.none, core, kind, prof.act.moe);
     *transient_none = full ? layer_transient_peak(m, t.flash_attention, Recompute::kNone, a, a_s.none, core, kind, prof.act.moe)
                            : *transient;
+    transient->source = transient_none->source = kind == LayerKind::kMoe ? prof.act.moe_source : prof.act.layer_spec;
   };
   fill(LayerKind::kDense, &r.per_layer, &r.whole, &r.slack, &r.whole_slack, &r.transient, &r.transient_none);
   if (m.is_moe()) {
@@ -500,19 +501,16 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
   // Transient: the largest set of short-lived buffers at any point of the step
   // (costmodel/activations.cpp walks one layer; the head and embedding here).
   TransientPeak lt = lm.transient;
-  // Where the peak's buffers come from: the framework's layer code, unless a later phase takes the peak.
-  const char* peak_source = m.is_moe() ? prof.act.moe_source : prof.act.layer_spec;
   if (full && l.recompute_method == RecomputeMethod::kUniform && l.recompute_layers > 1) {
     // Re-running a group of g layers holds every layer of it whole, less the
     // checkpointed input: (g − 1) more whole layers than re-running one
     // (Megatron-LM@d98e8a64 megatron/core/recompute.py:157-166: one
     // checkpoint over custom(l, l + recompute_num_layers)).
     const std::int64_t g = std::min<std::int64_t>(l.recompute_layers, layers_per_chunk);
-    if (g > 1) {
-      lt = {lt.bytes + (g - 1) * whole, "backward: residual grad + a recomputed group of recompute_layers layers"};
-      peak_source = "NVIDIA/Megatron-LM@d98e8a64 megatron/core/recompute.py:157-166 (one checkpoint over "
-                    "recompute_num_layers layers)";
-    }
+    if (g > 1)
+      lt = {lt.bytes + (g - 1) * whole, "backward: residual grad + a recomputed group of recompute_layers layers",
+            "NVIDIA/Megatron-LM@d98e8a64 megatron/core/recompute.py:157-166 (one checkpoint over recompute_num_layers "
+            "layers)"};
   }
   if (full && whole_layers(l, int(layers_per_chunk)) > 0) {
     // Block recompute: the layers kept whole run a plain backward.
@@ -529,21 +527,16 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
     // (framework profile), and fp32 max | sum | target | loss per token.
     const std::int64_t logits = loss_forward_peak_bytes(loss, a.s * a.b, vocab, a.act_bytes) - softmax +
                                 fused_copies * softmax;  // the saved softmax is an activation
-    if (logits > peak.bytes) peak = {logits, "logits"};
+    if (logits > peak.bytes) peak = {logits, "logits", fused_copies > 0 ? loss.fused : loss.source};
     // The loss's backward, where autograd runs PyTorch's cross-entropy: G and
     // dX beside the saved softmax (LossVariant::backward_fp32_extra).
     const std::int64_t backward = loss_backward_peak_bytes(loss, a.s * a.b, vocab);
-    if (backward > 0 && backward - softmax > peak.bytes) peak = {backward - softmax, "loss backward"};
+    if (backward > 0 && backward - softmax > peak.bytes) peak = {backward - softmax, "loss backward", loss.backward};
   }
   // Then the output layer's input gradient H and the residual gradient X.
-  if (holds_output && H + X > peak.bytes) {
-    peak = {H + X, "output layer backward: input grad + residual grad"};
-    peak_source = prof.terms.output_input;
-  }
-  if (first && l.sp && H > peak.bytes) {
-    peak = {H, "embedding: partial sum before the reduce-scatter"};
-    peak_source = prof.terms.embedding;
-  }
+  if (holds_output && H + X > peak.bytes)
+    peak = {H + X, "output layer backward: input grad + residual grad", prof.terms.output_input};
+  if (first && l.sp && H > peak.bytes) peak = {H, "embedding: partial sum before the reduce-scatter", prof.terms.embedding};
   if (l.cp > 1) {
     // Ring attention (NVIDIA/TransformerEngine@d0067d0d transformer_engine/
     // pytorch/attention/dot_product_attention/context_parallel.py): the
@@ -554,9 +547,8 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
     const std::int64_t fwd = l.cp * kv_chunk, bwd = X + 4 * kv_chunk;
     const char* ring = "NVIDIA/TransformerEngine@d0067d0d transformer_engine/pytorch/attention/dot_product_attention/"
                        "context_parallel.py:1685-1717 (p2p_comm_buffers of the forward), :2397-2401 (the backward's)";
-    if (fwd > peak.bytes) peak = {fwd, "context-parallel ring: every K|V chunk of the forward"}, peak_source = ring;
-    if (bwd > peak.bytes)
-      peak = {bwd, "context-parallel ring: residual grad + K|V and dK|dV double buffers"}, peak_source = ring;
+    if (fwd > peak.bytes) peak = {fwd, "context-parallel ring: every K|V chunk of the forward", ring};
+    if (bwd > peak.bytes) peak = {bwd, "context-parallel ring: residual grad + K|V and dK|dV double buffers", ring};
   }
   const bool loss_backward_peak = std::string_view(peak.phase) == "loss backward";
   out.add(Category::kTransient, "short-lived buffers (peak)", peak.bytes, [&] {
@@ -569,10 +561,7 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
                          fused_copies > 0 ? fmt::format(" (with {} fp32 copy of the fused cross-entropy)", fused_copies)
                                           : std::string());
     return fmt::format("{} ({})", peak.phase, human(peak.bytes));
-  }, loss_backward_peak ? loss.backward
-     : std::string_view(peak.phase) == "logits"
-         ? (fused_copies > 0 ? loss.fused : loss.source)
-         : peak_source);
+  }, peak.source);
 
   if (step_buffer) {
     // The optimizer step runs after the last backward, when the activations

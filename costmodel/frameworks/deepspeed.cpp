@@ -137,9 +137,8 @@ Profile with_eager_loss_backward(Profile p) {
 
 const Profile& deepspeed_profile() {
   static const Profile p = [] {
-    Profile q = with_term_sources(
-        with_partitioned_pipe_outputs(with_eager_loss_backward(with_deepspeed_moe(with_reduce_buckets(
-            with_post_step_param_gather(Profile{
+    Profile q = with_partitioned_pipe_outputs(with_eager_loss_backward(with_deepspeed_moe(with_reduce_buckets(
+        with_post_step_param_gather(Profile{
       Framework::kDeepSpeed,
       "deepspeed",
       "DeepSpeed ZeRO 0-3 with bf16 (default wrappers), an unfused PyTorch model",
@@ -181,18 +180,18 @@ const Profile& deepspeed_profile() {
       DS "deepspeed/runtime/zero/stage_1_and_2.py:2394-2401 (step(): all_gather_dp_groups of the updated bit16 partitions, synchronous, in allgather_bucket_size buckets, before step() returns)"),
       ReduceBuckets::kFixed,
       DS "deepspeed/runtime/zero/config.py:113 (reduce_bucket_size 5e8 elements per reduction; allgather_bucket_size "
-         "the same, :132)")))),
-      TermSources{
-          8,
-          "JUDGEMENT: the user's batch, int64 token ids and labels as HF tokenizers and datasets give them (DeepSpeed "
-          "passes the batch through: deepspeedai/DeepSpeed@edaa7221 deepspeed/runtime/engine.py forward)",
-          "the user's PyTorch model; modelled as HF-style: the final norm and the lm_head nn.Linear save their inputs "
-          "(tests/oracle measures the output layer and loss)",
-          DS "deepspeed/runtime/pipe/engine.py:1047-1082 (_exec_send_activations: the stage's outputs from its pipe "
-             "buffers), :1083-1138 (_exec_send_grads)",
-          DS "deepspeed/runtime/pipe/engine.py:278 (_exec_reduce_tied_grads after the last micro-batch), "
-             "pipe/module.py:457 (allreduce_tied_weight_gradients)",
-          "the user's PyTorch model; modelled as HF-style GPT (dropout after the embeddings)"});
+         "the same, :132)"))));
+    q.terms = TermSources{
+        8,
+        "JUDGEMENT: the user's batch, int64 token ids and labels as HF tokenizers and datasets give them (DeepSpeed "
+        "passes the batch through: deepspeedai/DeepSpeed@edaa7221 deepspeed/runtime/engine.py:2801, forward)",
+        "the user's PyTorch model; modelled as HF-style: the final norm and the lm_head nn.Linear save their inputs "
+        "(tests/oracle measures the output layer and loss)",
+        DS "deepspeed/runtime/pipe/engine.py:1047-1082 (_exec_send_activations: the stage's outputs from its pipe "
+           "buffers), :1083-1138 (_exec_send_grads)",
+        DS "deepspeed/runtime/pipe/engine.py:278 (_exec_reduce_tied_grads after the last micro-batch), "
+           "pipe/module.py:457 (allreduce_tied_weight_gradients)",
+        "the user's PyTorch model; modelled as HF-style GPT (dropout after the embeddings)"};
     // DeepSpeed's engine has no tensor parallelism of its own: the user's model brings it (Megatron-DeepSpeed's
     // mappings), priced with every collective in line.
     q.time.tp_backward = "the user's model's tensor parallelism (e.g. Megatron-DeepSpeed's mpu mappings), not "

@@ -432,12 +432,6 @@ struct Profile {
   TermSources terms{};
 };
 
-// A profile whose shared terms come from `s` (Profile::terms).
-inline Profile with_term_sources(Profile p, TermSources s) {
-  p.terms = s;
-  return p;
-}
-
 // A profile whose ZeRO-1/2 parameter all-gather runs whole after the
 // optimizer step (TimeVariant::param_gather_overlaps_forward false), for `src`.
 inline Profile with_post_step_param_gather(Profile p, Source src) {
