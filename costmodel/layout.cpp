@@ -3,6 +3,8 @@
 #include "costmodel/model.hpp"
 
 #include <charconv>
+#include <utility>
+#include <vector>
 
 namespace paraplan {
 
@@ -67,6 +69,7 @@ void parse_layout_into(std::string_view text, Layout* out, LayoutFields* set) {
   LayoutFields local;
   if (!set) set = &local;
   bool want_interleaved = false;
+  std::vector<std::pair<std::string_view, std::string_view>> seen;  // the fields of this text, as given
   text = trim(text);
   if (text.empty()) throw LayoutError("layout", "empty layout; expected e.g. 'tp=8,pp=4,mbs=1'");
   while (!text.empty()) {
@@ -78,6 +81,12 @@ void parse_layout_into(std::string_view text, Layout* out, LayoutFields* set) {
     if (eq == std::string_view::npos)
       throw LayoutError(std::string(item), "expected key=value, got '" + std::string(item) + "'");
     const std::string_view key = trim(item.substr(0, eq)), val = trim(item.substr(eq + 1));
+    // A field given twice is an error, not the last value silently (issue 46: tp=2,tp=4 took 4).
+    for (const auto& [k, v] : seen)
+      if (k == key)
+        throw LayoutError(std::string(key), "given twice ('" + std::string(key) + "=" + std::string(v) + "' and '" +
+                                                std::string(item) + "'); give each field once");
+    seen.push_back({key, val});
     if (key == "dp") { out->dp = parse_positive(key, val, 1, kMaxGpus); set->dp = true; }
     else if (key == "tp") { out->tp = parse_positive(key, val, 1, kMaxGpus); set->tp = true; }
     else if (key == "cp") { out->cp = parse_positive(key, val, 1, kMaxGpus); set->cp = true; }
@@ -131,7 +140,7 @@ void parse_layout_into(std::string_view text, Layout* out, LayoutFields* set) {
     } else {
       throw LayoutError(std::string(key),
                         "unknown layout field '" + std::string(key) +
-                            "'; known: dp, tp, cp, pp, vpp, sp, zero, recompute, mbs, schedule, "
+                            "'; known: dp, tp, cp, pp, vpp, ep, etp, sp, zero, recompute, mbs, schedule, "
                             "first_stage_layers, last_stage_layers, recompute_method, recompute_layers, balance, "
                             "microbatch_group");
     }

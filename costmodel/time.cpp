@@ -1583,7 +1583,13 @@ StepTime estimate_time_with(const Spec& s, const Layout& l, const PerLayer& laye
   // FP8 405B ran without recompute (model FLOPs = hardware FLOPs). So the bound is on the hardware count
   // (HFU): a layout whose recompute lowers its MFU under the bound while the GPUs run more FLOP/s than
   // anyone has published is no more plausible than one predicted above it without recompute.
-  if (r.best_published_mfu > 0 && r.hfu > r.best_published_mfu) r.warnings |= StepTime::kWarnMfuAboveBest;
+  r.clamped_step_s = r.step_s;
+  if (r.best_published_mfu > 0 && r.hfu > r.best_published_mfu) {
+    r.warnings |= StepTime::kWarnMfuAboveBest;
+    // No run has gone faster: the layout is held to the time the best published utilization allows,
+    // not ranked behind slower layouts (issue 46's decision rule).
+    r.clamped_step_s = r.step_s * r.hfu / r.best_published_mfu;
+  }
   // A framework whose pipeline receives poll with sleeps (nanotron's benchmark branch: TimeVariant::
   // p2p_poll_sleep_s): over the network a poll finds the transfer unfinished and the host sleeps; each of a
   // stage's tp ranks polls on its own and the stage's TP collectives wait for the last of them. Where a
@@ -1611,12 +1617,13 @@ std::vector<std::string> warning_messages(const StepTime& t) {
                             t.layer_forward_s * 1e6, kSmallLayerForwardS * 1e6));
   if (t.warnings & StepTime::kWarnMfuAboveBest)
     w.push_back(fmt::format("predicted {} is above the best published for this GPU{} ({:.1f}%, the cluster's "
-                            "{}, counting the FLOPs the GPUs ran): the time model is optimistic here",
+                            "{}, counting the FLOPs the GPUs ran): the time model is optimistic here, and the "
+                            "layout is ranked at the {:.3f} s that utilization allows",
                             t.hfu > t.mfu * (1 + 1e-9) ? fmt::format("hardware FLOP utilization {:.1f}% (MFU {:.1f}% + recompute)",
                                                                      100 * t.hfu, 100 * t.mfu)
                                                        : fmt::format("MFU {:.1f}%", 100 * t.mfu),
                             t.fp8 ? " in FP8" : "", 100 * t.best_published_mfu,
-                            t.fp8 ? "best_published_mfu_fp8" : "best_published_mfu"));
+                            t.fp8 ? "best_published_mfu_fp8" : "best_published_mfu", t.clamped_step_s));
   if (t.warnings & StepTime::kWarnPipelinePoll)
     w.push_back(fmt::format("pipeline stages on different nodes: the framework's receives poll their metadata with "
                             "{:.0f} ms sleeps, each of a stage's {} tensor-parallel ranks on its own, and a micro-batch "

@@ -28,6 +28,10 @@ struct StepTime {
   double bubble_s = 0;     // pipeline fill and drain
   double optimizer_s = 0;  // optimizer step on this rank's (sharded) parameters
   double host_wait_s = 0;  // m × the slowest stage's wait for the host's dispatch (StageMicrobatch::host_wait_s)
+  // The step the ranking uses: step_s, raised where the predicted hardware FLOP utilization is above the
+  // GPU's best published (kWarnMfuAboveBest) to the time that utilization allows,
+  // step_s × hfu / best_published_mfu (docs/model.md "Decision rule"). The raw step_s is kept beside it.
+  double clamped_step_s = 0;
   double dp_comm_total_s = 0;  // DP/ZeRO communication before overlap
   double microbatch_s = 0;     // one micro-batch, forward + backward, on the slowest stage
   int microbatches = 0;
@@ -62,9 +66,17 @@ struct StepTime {
   double layer_forward_s = 0;    // one layer's forward per micro-batch on one GPU
   double best_published_mfu = 0; // the cluster's for the run's precision, 0 = not given
   bool fp8 = false;              // FP8 training: best_published_mfu is the cluster's best_published_mfu_fp8
+  bool clamped() const { return clamped_step_s > step_s; }
   int tp = 1;                    // tensor-parallel ranks per stage (kWarnPipelinePoll's message)
   double p2p_poll_sleep_s = 0;   // the framework's poll period (TimeVariant::p2p_poll_sleep_s)
 };
+
+// The time model's stated uncertainty between two layouts of one plan, as a
+// fraction of step time, from its measured errors (docs/verification.md: the
+// Playbook's nanotron runs, median |error| 5.9 %; Megatron-LM's and NeMo's
+// published FP8 rows, mean 5.9 %): the decision rule's tie band
+// (planner/search.hpp) and the band validate reports time against.
+inline constexpr double kTieBand = 0.05;
 
 // A layer forward per micro-batch shorter than this is dominated by what the
 // model does not price: a transformer layer's forward launches some 30

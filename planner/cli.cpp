@@ -305,8 +305,12 @@ int run_cli(int argc, char** argv, std::ostream& out) {
         if (!skipped.empty())
           std::cerr << "paraplan: note: passed over faster layouts that --emit " << plan_emit
                     << " cannot express (the first: " << skipped << ")\n";
-        std::cerr << fmt::format("paraplan: note: recommended {}: predicted step {:.3f} s, MFU {:.1f}%, {} GiB peak\n",
-                                 to_string(c.layout), c.time.step_s, 100 * c.time.mfu, gib(c.peak_bytes));
+        std::cerr << fmt::format("paraplan: note: recommended {}: predicted step {:.3f} s, MFU {:.1f}%{}, {} GiB peak\n",
+                                 to_string(c.layout), c.time.step_s, 100 * c.time.mfu,
+                                 c.time.clamped() ? fmt::format(" (above the best published {:.1f}%: ranked at {:.3f} s)",
+                                                                100 * c.time.best_published_mfu, c.ranked_step_s())
+                                                  : std::string(),
+                                 gib(c.peak_bytes));
         const Emitted e = emit_launch(target, s, c.layout);
         for (const std::string& n : e.notes) std::cerr << "paraplan: note: " << n << "\n";
         if (output.empty()) out << e.text;

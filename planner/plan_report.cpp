@@ -12,6 +12,7 @@ using nlohmann::json;
 
 json time_json(const StepTime& t) {
   return {{"step_s", t.step_s},
+          {"clamped_step_s", t.clamped_step_s},
           {"compute_s", t.compute_s},
           {"tp_comm_s", t.tp_comm_s},
           {"pp_comm_s", t.pp_comm_s},
@@ -89,7 +90,7 @@ std::string why_recommended(const Plan& plan) {
   if (plan.feasible == 0) return "no layout fits";
   const Candidate& a = plan.candidates[0];
   if (plan.feasible == 1) return "it is the only layout that fits";
-  return why_faster(a, plan.candidates[1], "the runner-up");
+  return why_faster(a, plan.candidates[1], "the runner-up", plan.fastest_ranked_s, plan.usable_bytes);
 }
 
 PassedOver passed_over(const Plan& plan) {
@@ -98,9 +99,10 @@ PassedOver passed_over(const Plan& plan) {
   if (!a || a->warned()) return r;  // every fitting layout warned: the fastest is recommended
   for (const Candidate& c : plan.candidates) {
     if (!c.fits) break;
-    if (c.warned() && c.time.step_s < a->time.step_s) {
+    // Faster beyond the band: a warned layout within it would tie on time anyway.
+    if (c.warned() && c.ranked_step_s() * (1 + kTieBand) < a->ranked_step_s()) {
       ++r.count;
-      if (!r.fastest || c.time.step_s < r.fastest->time.step_s) r.fastest = &c;
+      if (!r.fastest || c.ranked_step_s() < r.fastest->ranked_step_s()) r.fastest = &c;
     }
   }
   return r;
@@ -111,10 +113,10 @@ std::string passed_over_text(const Plan& plan) {
   if (!p.fastest) return "";
   const Candidate& a = *plan.recommended();
   const std::vector<std::string> w = candidate_warnings(plan, *p.fastest);
-  return fmt::format("{} fitting layout{} predicted faster rank{} after it for a warning; the fastest, {}, is predicted "
+  return fmt::format("{} fitting layout{} predicted faster beyond the band rank{} after it for a warning; the fastest, {}, is predicted "
                      "{:.1f}% faster ({:.3f} s), but {}",
                      p.count, p.count == 1 ? "" : "s", p.count == 1 ? "s" : "", to_string(p.fastest->layout),
-                     100 * (a.time.step_s / p.fastest->time.step_s - 1), p.fastest->time.step_s,
+                     100 * (a.ranked_step_s() / p.fastest->ranked_step_s() - 1), p.fastest->ranked_step_s(),
                      w.empty() ? std::string("carries a warning") : w[0]);
 }
 
@@ -126,13 +128,47 @@ std::string why_expert_parallel(const Plan& plan) {
   const bool ep = a->layout.ep > 1;
   for (const Candidate& c : plan.candidates) {
     if (!c.fits) break;
-    if ((c.layout.ep > 1) != ep) return why_faster(*a, c, ep ? "the best ep = 1 layout" : "the best ep > 1 layout");
+    if ((c.layout.ep > 1) != ep)
+      return why_faster(*a, c, ep ? "the best ep = 1 layout" : "the best ep > 1 layout", plan.fastest_ranked_s,
+                        plan.usable_bytes);
   }
   if (ep) return "no layout with ep = 1 fits: every expert on every rank of a stage outgrows the memory";
   return "no layout with ep > 1 is among the candidates compared (--top)";
 }
 
-std::string why_faster(const Candidate& a, const Candidate& b, const char* what) {
+namespace {
+
+std::string dimension_names(const Layout& l) {
+  std::string o;
+  const auto add = [&](bool on, const char* n) {
+    if (on) o += (o.empty() ? "" : ", ") + std::string(n);
+  };
+  add(l.tp > 1, "tp"), add(l.cp > 1, "cp"), add(l.pp > 1, "pp"), add(l.vpp > 1, "vpp"), add(l.ep > 1, "ep");
+  return o.empty() ? "data parallelism only" : o;
+}
+
+// What criterion t compares, for a against b.
+std::string criterion_values(TieBreak t, const Candidate& a, const Candidate& b) {
+  switch (t) {
+    case TieBreak::kExposedComm:
+      return fmt::format("{:.3f} s vs {:.3f} s exposed", a.exposed_comm_s(), b.exposed_comm_s());
+    case TieBreak::kDimensions:
+      return fmt::format("{} vs {}", dimension_names(a.layout), dimension_names(b.layout));
+    case TieBreak::kModelParallel:
+      return fmt::format("tp x cp x pp = {} vs {}", a.model_parallel_size(), b.model_parallel_size());
+    case TieBreak::kZero: return fmt::format("ZeRO-{} vs ZeRO-{}", a.layout.zero, b.layout.zero);
+    case TieBreak::kMemory:
+    case TieBreak::kLessMemory: return fmt::format("{} vs {} GiB peak", gib(a.peak_bytes), gib(b.peak_bytes));
+    case TieBreak::kStep:
+    case TieBreak::kTime: return fmt::format("{:.3f} s vs {:.3f} s", a.ranked_step_s(), b.ranked_step_s());
+    case TieBreak::kSame: break;
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string why_faster(const Candidate& a, const Candidate& b, const char* what, double fastest, std::int64_t usable) {
   struct Term {
     const char* name;
     double a, b;
@@ -149,25 +185,30 @@ std::string why_faster(const Candidate& a, const Candidate& b, const char* what)
   const Term* best = &terms[0];
   for (const Term& t : terms)
     if (t.b - t.a > best->b - best->a) best = &t;
-  const double gain = b.time.step_s > 0 ? 100.0 * (b.time.step_s - a.time.step_s) / b.time.step_s : 0;
-  if (gain < 100 * kTieFraction) {
-    // Within 0.05 % the two are a tie on time: say so, and what separates them.
-    const std::string memory =
-        a.peak_bytes < b.peak_bytes   ? fmt::format("needs less memory ({} vs {} GiB)", gib(a.peak_bytes), gib(b.peak_bytes))
-        : a.peak_bytes > b.peak_bytes ? fmt::format("needs more memory ({} vs {} GiB) and is listed first only by its "
-                                                    "step time", gib(a.peak_bytes), gib(b.peak_bytes))
-                                      : std::string("needs the same memory");
-    if (best->b - best->a <= 0)
-      return fmt::format("it ties with {} {} on step time ({:.3f} s vs {:.3f} s, within 0.05%) and {}", what,
-                         to_string(b.layout), a.time.step_s, b.time.step_s, memory);
-    return fmt::format("it ties with {} {} on step time ({:.3f} s vs {:.3f} s, within 0.05%): less {} "
-                       "({:.3f} s vs {:.3f} s) balances out elsewhere; it {}",
-                       what, to_string(b.layout), a.time.step_s, b.time.step_s, best->name, best->a, best->b, memory);
+  const double sa = a.ranked_step_s(), sb = b.ranked_step_s();
+  const double gain = sb > 0 ? 100.0 * (sb - sa) / sb : 0;
+  const bool judged = a.fits && b.fits && !a.warned() && !b.warned() && fastest > 0;
+  const TieBreak t = judged ? deciding_criterion(a, b, fastest, usable) : TieBreak::kTime;
+  const std::string clamp = a.time.clamped() || b.time.clamped()
+                                ? "; a step predicted above the best published utilization is held to what it allows"
+                                : "";
+  if (t != TieBreak::kTime) {
+    // Within one band of the model's uncertainty: the rule's tie-breaks decide.
+    const std::string why = t == TieBreak::kSame ? "; the two are equal on every criterion"
+                                                 : fmt::format("; picked for {} ({})", tie_break_name(t),
+                                                               criterion_values(t, a, b));
+    return fmt::format("it ties with {} {}: their ranked steps, {:.3f} s and {:.3f} s, lie in one {:.0f}% band of the "
+                       "fastest ({:.3f} s), within the model's uncertainty{}{}",
+                       what, to_string(b.layout), sa, sb, 100 * kTieBand, fastest, clamp, why);
   }
+  const std::string beyond = judged ? fmt::format(", beyond the model's {:.0f}% band", 100 * kTieBand) : clamp;
+  if (best->b - best->a <= 0 || gain <= 0)
+    return fmt::format("it ranks before {} {} ({:.3f} s vs {:.3f} s{}), at {} GiB peak memory vs {} GiB", what,
+                       to_string(b.layout), sa, sb, beyond, gib(a.peak_bytes), gib(b.peak_bytes));
   return fmt::format(
-      "it is {:.1f}% faster per step than {} {}, mostly through less {} ({:.3f} s vs "
+      "it is {:.1f}% faster per step than {} {}{}, mostly through less {} ({:.3f} s vs "
       "{:.3f} s), at {} GiB peak memory vs {} GiB",
-      gain, what, to_string(b.layout), best->name, best->a, best->b, gib(a.peak_bytes), gib(b.peak_bytes));
+      gain, what, to_string(b.layout), beyond, best->name, best->a, best->b, gib(a.peak_bytes), gib(b.peak_bytes));
 }
 
 namespace {
@@ -181,6 +222,11 @@ json candidate_json(const Plan& p, const Candidate& c) {
             {"heaviest_stage", c.peak_stage}};
   add_time_json(&j, c.time);
   j["warnings"] = candidate_warnings(p, c);
+  j["ranked_step_s"] = c.ranked_step_s();
+  j["exposed_comm_s"] = c.exposed_comm_s();
+  j["parallel_dimensions"] = c.parallel_dimensions();
+  j["warned"] = c.warned();
+  if (c.fits && !c.warned() && p.fastest_ranked_s > 0) j["band"] = time_band(c.ranked_step_s(), p.fastest_ranked_s);
   return j;
 }
 
@@ -250,6 +296,13 @@ json plan_json(const Spec& s, const Plan& p, int top, const json& defaults) {
   j["constraints"] = constraints_json(s.search);
   j["rejected"] = rejected_json(p);
   j["search_seconds"] = p.search_seconds;
+  j["decision_rule"] = {{"tie_band", kTieBand},
+                        {"fastest_ranked_step_s", p.fastest_ranked_s},
+                        {"order",
+                         {"fits", "no warning", "band of the fastest ranked step", tie_break_name(TieBreak::kExposedComm),
+                          tie_break_name(TieBreak::kDimensions), tie_break_name(TieBreak::kModelParallel),
+                          tie_break_name(TieBreak::kZero),
+                          tie_break_name(TieBreak::kMemory), tie_break_name(TieBreak::kStep)}}};
   json cands = json::array();
   const int n = std::min<int>(top, int(p.candidates.size()));
   for (int i = 0; i < n; ++i) cands.push_back(candidate_json(p, p.candidates[i]));
@@ -263,6 +316,10 @@ json plan_json(const Spec& s, const Plan& p, int top, const json& defaults) {
     json rec = layout_json(s, l, me);
     add_time_json(&rec, r->time, memory_warning_message(me));
     rec["why"] = why_recommended(p);
+    rec["ranked_step_s"] = r->ranked_step_s();
+    if (p.feasible > 1)
+      rec["deciding_criterion"] =
+          tie_break_name(deciding_criterion(*r, p.candidates[1], p.fastest_ranked_s, p.usable_bytes));
     if (const PassedOver po = passed_over(p); po.fastest)
       rec["passed_over"] = {{"count", po.count},
                             {"fastest", to_string(po.fastest->layout)},
@@ -290,14 +347,14 @@ std::string render_plan(Format f, const Spec& s, const Plan& p, int top, const j
   if (f == Format::kCsv) {
     std::string o =
         "rank,layout,fits,peak_bytes,step_s,tokens_per_s,tflops_per_gpu,mfu,bubble_fraction,exposed_comm_fraction,"
-        "with_held_bytes,flush_risk,warned\n";
+        "with_held_bytes,flush_risk,warned,ranked_step_s\n";
     for (int i = 0; i < n; ++i) {
       const Candidate& c = p.candidates[i];
-      o += fmt::format("{},\"{}\",{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{}\n", i + 1,
+      o += fmt::format("{},\"{}\",{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{},{:.6g}\n", i + 1,
                        to_string(c.layout), c.fits ? 1 : 0, c.peak_bytes, c.time.step_s,
                        c.time.tokens_per_s, c.time.tflops_per_gpu, c.time.mfu,
                        c.time.bubble_fraction, c.time.exposed_comm_fraction, c.with_held_bytes, c.flush_risk ? 1 : 0,
-                       c.warned() ? 1 : 0);
+                       c.warned() ? 1 : 0, c.ranked_step_s());
     }
     return o;
   }
@@ -346,26 +403,40 @@ std::string render_plan(Format f, const Spec& s, const Plan& p, int top, const j
       o += "The table lists the closest first, by peak memory.\n\n";
     }
   }
-  if (md) o += "| # | layout | fits | peak GiB | step s | tokens/s | MFU | bubble % | exposed comm % |\n|---:|---|---|---:|---:|---:|---:|---:|---:|\n";
+  if (md) o += "| # | layout | fits | peak GiB | step s | tokens/s | MFU | bubble % | exposed comm % | band |\n|---:|---|---|---:|---:|---:|---:|---:|---:|---:|\n";
   size_t width = 72;  // the layout column: as wide as the longest layout shown
   for (int i = 0; i < n; ++i) width = std::max(width, to_string(p.candidates[i].layout).size());
   if (!md)
-    o += fmt::format("{:>4}  {:<{}} {:>4} {:>9} {:>9} {:>11} {:>6} {:>8} {:>8}\n", "#", "layout", width, "fits",
-                     "peak GiB", "step s", "tokens/s", "MFU%", "bubble%", "comm%");
+    o += fmt::format("{:>4}  {:<{}} {:>4} {:>9} {:>10} {:>11} {:>6} {:>8} {:>8} {:>5}\n", "#", "layout", width, "fits",
+                     "peak GiB", "step s", "tokens/s", "MFU%", "bubble%", "comm%", "band");
+  bool any_clamped = false;
   for (int i = 0; i < n; ++i) {
     const Candidate& c = p.candidates[i];
-    const std::string row = md ? "| {} | `{:<{}}` | {} | {} | {:.3f} | {:.0f} | {:.1f} | {:.1f} | {:.1f} |\n"
-                               : "{:>4}  {:<{}} {:>4} {:>9} {:>9.3f} {:>11.0f} {:>6.1f} {:>8.1f} {:>8.1f}\n";
+    // The ranked step (held to the best published utilization: marked ^) and the throughput it gives.
+    const double r = c.time.step_s > 0 ? c.time.step_s / c.ranked_step_s() : 1;
+    any_clamped |= c.time.clamped();
+    const std::string step = fmt::format("{:.3f}{}", c.ranked_step_s(), c.time.clamped() ? "^" : md ? "" : " ");
+    const std::string band = c.fits && !c.warned() && p.fastest_ranked_s > 0
+                                 ? std::to_string(time_band(c.ranked_step_s(), p.fastest_ranked_s))
+                                 : "-";
+    const std::string row = md ? "| {} | `{:<{}}` | {} | {} | {} | {:.0f} | {:.1f} | {:.1f} | {:.1f} | {} |\n"
+                               : "{:>4}  {:<{}} {:>4} {:>9} {:>10} {:>11.0f} {:>6.1f} {:>8.1f} {:>8.1f} {:>5}\n";
     o += fmt::format(fmt::runtime(row), i + 1, to_string(c.layout), md ? 0 : width, c.fits ? "yes" : "OOM",
-                     gib(c.peak_bytes), c.time.step_s, c.time.tokens_per_s, 100 * c.time.mfu,
-                     100 * c.time.bubble_fraction, 100 * c.time.exposed_comm_fraction);
+                     gib(c.peak_bytes), step, c.time.tokens_per_s * r, 100 * c.time.mfu * r,
+                     100 * c.time.bubble_fraction, 100 * c.time.exposed_comm_fraction, band);
   }
+  if (any_clamped)
+    o += fmt::format("{}^ predicted above the GPU's best published utilization: the step, tokens/s and MFU shown are what "
+                     "that utilization allows (the raw prediction: --format json, time.step_s)\n",
+                     md ? "\n" : "");
   std::string warned;
-  for (int i = 0; i < n; ++i)
-    for (const std::string& w : candidate_warnings(p, p.candidates[i]))
-      warned += fmt::format("{}#{}: warning: {}\n", md ? "- " : "", i + 1, w);
+  for (int i = 0; i < n; ++i) {  // the cap is the ^ above: the other warnings, row by row
+    Candidate c = p.candidates[i];
+    c.time.warnings &= ~StepTime::kWarnMfuAboveBest;
+    for (const std::string& w : candidate_warnings(p, c)) warned += fmt::format("{}#{}: warning: {}\n", md ? "- " : "", i + 1, w);
+  }
   if (!warned.empty())
-    o += fmt::format("\n{}Layouts with a warning rank after those without; the recommendation has none when "
+    o += fmt::format("\n{}Layouts with these warnings rank after those without; the recommendation has none when "
                      "one that fits has none.\n{}",
                      md ? "" : "", warned);
   o += fmt::format("\nenumerated {} layouts in {:.3f} s: {} evaluated ({} fit, {} out of memory), {} invalid", p.enumerated(),
@@ -376,8 +447,10 @@ std::string render_plan(Format f, const Spec& s, const Plan& p, int top, const j
   o += rej.empty() ? "\n" : " (" + rej + ")\n";
   o += fmt::format("{}bubble % = (p-1)/(v*m+p-1) of the pipeline time; comm % = exposed TP+PP+CP+EP+DP "
                    "communication / step; MFU = model FLOPs (no recompute) / (step x GPUs x peak "
-                   "bf16)\n",
-                   md ? "\n" : "");
+                   "bf16); band k = ranked step within [{}k, {}(k+1))% of the fastest, ties broken by less exposed "
+                   "communication + bubble, fewer parallel dimensions, smaller tp x cp x pp, lower ZeRO, more memory "
+                   "margin\n",
+                   md ? "\n" : "", int(100 * kTieBand), int(100 * kTieBand));
   return o;
 }
 

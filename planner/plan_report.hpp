@@ -34,9 +34,10 @@ std::string why_recommended(const Plan& plan);
 // With experts: why the recommended layout (ep > 1) beats the fastest fitting
 // layout with ep = 1 ("" when the recommendation has ep = 1 or there is none).
 std::string why_expert_parallel(const Plan& plan);
-// The fitting layouts predicted faster than the recommendation that rank after
-// it for a time warning (issue 15: plan recommends one the model can vouch
-// for): how many, and the fastest of them (nullptr when none).
+// The fitting layouts predicted faster than the recommendation by more than the
+// decision rule's band that rank after it for a warning (issue 15: plan
+// recommends one the model can vouch for): how many, and the fastest of them
+// (nullptr when none).
 struct PassedOver {
   int count = 0;
   const Candidate* fastest = nullptr;
@@ -44,8 +45,10 @@ struct PassedOver {
 PassedOver passed_over(const Plan& plan);
 // One sentence on them ("" when none).
 std::string passed_over_text(const Plan& plan);
-// Why candidate a beats b (`what` names b: "the runner-up").
-std::string why_faster(const Candidate& a, const Candidate& b, const char* what);
+// Why candidate a ranks before b (`what` names b: "the runner-up"): the
+// decision rule's deciding criterion (search.hpp, kTieBand); `fastest`:
+// Plan::fastest_ranked_s, `usable`: Plan::usable_bytes.
+std::string why_faster(const Candidate& a, const Candidate& b, const char* what, double fastest, std::int64_t usable);
 
 // `defaults`: what paraplan chose because no spec or flag said (resolve_spec); shown in the header.
 nlohmann::json plan_json(const Spec& spec, const Plan& plan, int top,

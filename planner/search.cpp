@@ -84,11 +84,15 @@ std::optional<Invalid> outer_invalid(const Spec& s, int tp, int cp, int pp, int 
 // Context-parallel sizes to try: the spec's list, else 1 and every divisor of
 // the GPUs left after tp that splits the sequence into 2·cp equal chunks
 // (Megatron's load-balanced ring), when attention is flash / fused, and that
-// leaves each rank at least kMinCpTokens tokens of a sequence. JUDGEMENT: the
-// time model's GEMM efficiency does not yet fall with small shapes (issue 15),
-// so shorter shards would look free; context parallelism is for long
-// sequences (Llama 3: cp 16 at 131,072 tokens, 8,192 per rank).
-constexpr int kMinCpTokens = 1024;
+// leaves each rank at least kMinCpTokens tokens of a sequence: the shortest
+// shard of any published or measured run (NVIDIA's Llama 3 8B and 405B FP8
+// recipes, cp 2 at seq 8192, Megatron-LM@d98e8a64 examples/llama/README.md:105-109;
+// NeMo's long-sequence table uses cp from 32K tokens on, 16K a rank; Llama 3:
+// cp 16 at 131,072 tokens, 8,192 a rank). Below it the ring's overlap with
+// attention, which the model prices as hidden, has no measurement (issue 46:
+// cp at 2K tokens a rank was picked for that alone); a spec's search.cp list
+// still tries any size.
+constexpr int kMinCpTokens = 4096;
 std::vector<int> cp_domain(const Spec& s, const std::vector<int>& only, int tp) {
   if (!only.empty()) return unique_values(only);
   std::vector<int> out{1};
@@ -201,26 +205,44 @@ std::optional<Layout> fewest_block_layers(const Spec& s, const Layout& full, std
 // swapping them, or comparing them scattered over memory, was a tenth of the
 // search), with the candidate's index.
 struct RankKey {
-  double step_s;
+  double step_s;  // Candidate::ranked_step_s
   std::int64_t peak_bytes;
   int index;
   bool fits, warned;
-  double band = 0;  // fitting, no warning: the 0.05 % band of the fastest such step it falls in
+  signed char dims, zero;  // Candidate::parallel_dimensions, the ZeRO stage
+  int mp;                  // Candidate::model_parallel_size
+  double comm_s;           // Candidate::exposed_comm_s
+  // Fitting, no warning: the band of the fastest such step it falls in, its
+  // exposed communication in whole bands of that step, and whether its peak
+  // is within kTieBand of the usable memory (set_bands).
+  int band = 0, comm_bands = 0, memory_bands = 0;
 };
 
 RankKey rank_key(const Candidate& x, int index) {
-  return {x.time.step_s, x.peak_bytes, index, x.fits, x.warned()};
+  return {x.ranked_step_s(), x.peak_bytes, index, x.fits, x.warned(), static_cast<signed char>(x.parallel_dimensions()),
+          static_cast<signed char>(x.layout.zero), x.model_parallel_size(), x.exposed_comm_s()};
 }
 
-// Bands of kTieFraction of the fastest fitting step without a warning: whole
-// bands keep the order a strict weak ordering (a tolerance compared pairwise
-// would not be transitive).
-void set_bands(std::vector<RankKey>* keys) {
+// Whole bands of kTieBand of the fastest step (and the exposed communication
+// in the same units) keep the order a strict weak ordering.
+int bands_of(double x, double fastest) { return int(std::min(1e9, std::floor(x / (kTieBand * fastest)))); }
+
+double fastest_unwarned(const std::vector<RankKey>& keys) {
   double fastest = 0;
-  for (const RankKey& k : *keys)
+  for (const RankKey& k : keys)
     if (k.fits && !k.warned && k.step_s > 0 && (fastest == 0 || k.step_s < fastest)) fastest = k.step_s;
+  return fastest;
+}
+
+double set_bands(std::vector<RankKey>* keys, std::int64_t usable) {
+  const double fastest = fastest_unwarned(*keys);
   for (RankKey& k : *keys)
-    k.band = k.fits && !k.warned && fastest > 0 ? std::floor((k.step_s / fastest - 1) / kTieFraction) : 0;
+    if (k.fits && !k.warned && fastest > 0) {
+      k.band = time_band(k.step_s, fastest);
+      k.comm_bands = bands_of(k.comm_s, fastest);
+      k.memory_bands = memory_band(k.peak_bytes, usable);
+    }
+  return fastest;
 }
 
 // The rankings' orders, as function objects (std::sort inlines them; a
@@ -231,9 +253,15 @@ struct RankLess {
     // A layout the model cannot vouch for (Candidate::warned) ranks
     // after every one it can: the recommendation has no warning when one fits.
     if (a.warned != b.warned) return !a.warned;
-    // Fitting without a warning: a tie on time (one band) goes to less memory.
-    if (a.fits && !a.warned && a.band != b.band) return a.band < b.band;
-    if (a.fits && !a.warned && a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
+    if (a.fits && !a.warned) {
+      // The decision rule: a band of the model's uncertainty, then what is robust to it.
+      if (a.band != b.band) return a.band < b.band;
+      if (a.comm_bands != b.comm_bands) return a.comm_bands < b.comm_bands;
+      if (a.dims != b.dims) return a.dims < b.dims;
+      if (a.mp != b.mp) return a.mp < b.mp;
+      if (a.zero != b.zero) return a.zero < b.zero;
+      if (a.memory_bands != b.memory_bands) return a.memory_bands < b.memory_bands;
+    }
     if (a.step_s != b.step_s) return a.step_s < b.step_s;
     return a.peak_bytes < b.peak_bytes;
   }
@@ -303,9 +331,42 @@ std::vector<RankKey> rank_keys(const std::vector<Candidate>& c) {
 
 }  // namespace
 
-void rank_candidates(std::vector<Candidate>* c) {
+const char* tie_break_name(TieBreak t) {
+  switch (t) {
+    case TieBreak::kTime: return "step time beyond the band";
+    case TieBreak::kExposedComm: return "less exposed communication and pipeline bubble";
+    case TieBreak::kDimensions: return "fewer parallel dimensions";
+    case TieBreak::kModelParallel: return "a smaller model-parallel group (more data parallelism)";
+    case TieBreak::kZero: return "a lower ZeRO stage";
+    case TieBreak::kMemory: return "a memory margin beyond the memory model's 5% uncertainty";
+    case TieBreak::kStep: return "a shorter ranked step";
+    case TieBreak::kLessMemory: return "less peak memory";
+    case TieBreak::kSame: return "nothing (equal on every criterion)";
+  }
+  return "?";
+}
+
+int time_band(double s, double fastest) { return fastest > 0 ? bands_of(s / fastest - 1, 1.0) : 0; }
+
+int memory_band(std::int64_t peak_bytes, std::int64_t usable) {
+  return usable > 0 && double(peak_bytes) > (1 - kTieBand) * double(usable);
+}
+
+TieBreak deciding_criterion(const Candidate& a, const Candidate& b, double fastest, std::int64_t usable) {
+  if (fastest <= 0) return TieBreak::kStep;
+  if (time_band(a.ranked_step_s(), fastest) != time_band(b.ranked_step_s(), fastest)) return TieBreak::kTime;
+  if (bands_of(a.exposed_comm_s(), fastest) != bands_of(b.exposed_comm_s(), fastest)) return TieBreak::kExposedComm;
+  if (a.parallel_dimensions() != b.parallel_dimensions()) return TieBreak::kDimensions;
+  if (a.model_parallel_size() != b.model_parallel_size()) return TieBreak::kModelParallel;
+  if (a.layout.zero != b.layout.zero) return TieBreak::kZero;
+  if (memory_band(a.peak_bytes, usable) != memory_band(b.peak_bytes, usable)) return TieBreak::kMemory;
+  if (a.ranked_step_s() != b.ranked_step_s()) return TieBreak::kStep;
+  return a.peak_bytes != b.peak_bytes ? TieBreak::kLessMemory : TieBreak::kSame;
+}
+
+void rank_candidates(std::vector<Candidate>* c, std::int64_t usable) {
   std::vector<RankKey> keys = rank_keys(*c);
-  set_bands(&keys);
+  set_bands(&keys, usable);
   std::sort(keys.begin(), keys.end(), RankLess{});
   permute(c, &keys);
 }
@@ -430,7 +491,7 @@ Plan make_plan(const Spec& s) {
   if (plan.feasible == 0) {
     std::sort(keys.begin(), keys.end(), ClosestLess{});
   } else {
-    set_bands(&keys);
+    plan.fastest_ranked_s = set_bands(&keys, plan.usable_bytes);
     std::sort(keys.begin(), keys.end(), RankLess{});
     plan.pareto = pareto_of(keys);  // as rank_candidates + pareto_front
   }

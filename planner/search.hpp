@@ -3,6 +3,7 @@
 // reason); every valid one is evaluated, fitting or not, and ranked.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <vector>
@@ -24,9 +25,29 @@ struct Candidate {
   std::int64_t with_held_bytes = 0;
   bool flush_risk = false;
   StepTime time;
-  // A layout the model cannot vouch for (a time warning or an allocator
-  // flush): it ranks after those it can.
-  bool warned() const { return time.warnings != 0 || flush_risk; }
+  // The step the ranking uses: the raw prediction, raised to what the GPU's
+  // best published utilization allows where it is above it (StepTime::clamped_step_s).
+  double ranked_step_s() const { return std::max(time.step_s, time.clamped_step_s); }
+  // A layout the model cannot vouch for (a time warning other than the
+  // utilization cap, which clamps its time instead, or an allocator flush):
+  // it ranks after those it can.
+  bool warned() const { return (time.warnings & ~StepTime::kWarnMfuAboveBest) != 0 || flush_risk; }
+  // The parallel dimensions it uses beyond data parallelism: tp, cp, pp,
+  // interleaving (vpp) and ep, each > 1 (one of the decision rule's tie-breaks).
+  int parallel_dimensions() const {
+    return (layout.tp > 1) + (layout.cp > 1) + (layout.pp > 1) + (layout.vpp > 1) + (layout.ep > 1);
+  }
+  // The GPUs that hold one model replica, tp x cp x pp: of two layouts with as
+  // many dimensions, the one with more data parallelism (the tie-break after them).
+  int model_parallel_size() const { return layout.tp * layout.cp * layout.pp; }
+  // What the GPUs spend waiting on other GPUs: exposed communication (TP +
+  // PP + CP + EP + DP) and the pipeline bubble (fill and drain), in seconds
+  // of the raw prediction. The decision rule's first tie-break: the clamp to
+  // the best published utilization hides it, and it is the part of a step the
+  // measured errors scatter most on (docs/verification.md).
+  double exposed_comm_s() const {
+    return time.tp_comm_s + time.pp_comm_s + time.cp_comm_s + time.ep_comm_s + time.dp_comm_s + time.bubble_s;
+  }
 };
 
 // Rejection reasons: the Invalid reasons plus "does not fit" (out of memory).
@@ -42,6 +63,8 @@ struct Plan {
   std::vector<int> pareto;            // indices into candidates: peak memory vs step time
   double search_seconds = 0;
   std::int64_t usable_bytes = 0;  // usable memory per GPU (usable_memory_bytes of the spec)
+  // The fastest ranked step of the fitting layouts without a warning: the decision rule's reference (0 if none).
+  double fastest_ranked_s = 0;
   const Candidate* recommended() const { return feasible ? &candidates[0] : nullptr; }
   // Layouts refused before estimation (every reason but out_of_memory), and all the search made:
   // enumerated = evaluated + invalid; evaluated = feasible + rejected[out_of_memory].
@@ -49,15 +72,38 @@ struct Plan {
   std::int64_t enumerated() const { return evaluated + invalid(); }
 };
 
-// Step times closer than this fraction of the faster one are a tie: the time
-// model's own resolution is far coarser (docs/verification.md).
-inline constexpr double kTieFraction = 0.0005;
-// make_plan's order: fitting layouts first, those without a time warning
-// before those with one, each group by step time; among the fitting ones
-// without a warning, bands of kTieFraction of the fastest step (band 0: a tie
-// with it) rank by peak memory, the least first, so of layouts predicted
-// equally fast plan recommends the one with the most headroom.
-void rank_candidates(std::vector<Candidate>* candidates);
+// The decision rule (docs/reference.md "The decision rule"). Ranked step times
+// (Candidate::ranked_step_s) in one band of kTieBand (costmodel/time.hpp: the
+// time model's stated uncertainty) of the fastest are a tie. The band is
+// whole: band k holds the layouts whose ranked step is within [k, k + 1)
+// bands of the fastest (a tolerance compared pairwise would not be transitive).
+// Within one band, the layouts rank by what is robust to that uncertainty,
+// in this order: less exposed communication and pipeline bubble
+// (Candidate::exposed_comm_s, counted in whole bands of the fastest step:
+// differences the model cannot resolve are ties), fewer
+// parallel dimensions (Candidate::parallel_dimensions), a smaller
+// model-parallel group (Candidate::model_parallel_size), a lower ZeRO stage,
+// a memory margin (a peak more than kTieBand under the usable memory: the
+// memory model's own uncertainty, median |error| 4.9 % on the Playbook's
+// runs, docs/verification.md; a margin that large or larger is as good as any),
+// then the ranked step time, then the peak memory itself.
+enum class TieBreak { kTime, kExposedComm, kDimensions, kModelParallel, kZero, kMemory, kStep, kLessMemory, kSame };
+const char* tie_break_name(TieBreak t);
+// The band of the fastest ranked step `fastest` that step `s` falls in.
+int time_band(double s, double fastest);
+// 1 where a peak lies within kTieBand of the usable memory (its margin is
+// inside the memory model's uncertainty), else 0.
+int memory_band(std::int64_t peak_bytes, std::int64_t usable);
+// The first criterion of the rule that orders a before b ("time" when they
+// lie in different bands); `fastest`: the fastest ranked step of the plan's
+// fitting layouts without a warning (Plan::fastest_ranked_s), `usable` the
+// usable memory per GPU (Plan::usable_bytes).
+TieBreak deciding_criterion(const Candidate& a, const Candidate& b, double fastest, std::int64_t usable);
+// make_plan's order: fitting layouts first, those without a warning (Candidate::warned)
+// before those with one; the fitting ones without a warning by band of the
+// fastest ranked step, then by the tie-breaks above; the rest by ranked step
+// time. `usable`: the usable memory per GPU, the memory bands' unit.
+void rank_candidates(std::vector<Candidate>* candidates, std::int64_t usable);
 
 // When no layout fits: the smallest GPU count (whole nodes, or part of one
 // node) at which one does, the spec otherwise unchanged; 0 if none up to

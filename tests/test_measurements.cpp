@@ -30,9 +30,16 @@
 #include "costmodel/memory.hpp"
 #include "costmodel/time.hpp"
 #include "planner/layout_source.hpp"
+#include "playbook_runs.hpp"
+#include "published_llama3_fp8.hpp"
 #include "test_helpers.hpp"
 
 using namespace paraplan;
+using paraplan::test::playbook_model;
+using paraplan::test::playbook_spec;
+using paraplan::test::read_csv;
+using paraplan::test::read_timed_rows;
+using paraplan::test::TimedRow;
 
 namespace {
 
@@ -41,56 +48,6 @@ struct Row {
   int nodes, dp, tp, pp, zero, mbs, grad_accum;
   double measured_gib;  // 0 when not published (crashed runs)
 };
-
-// The data rows of a copied CSV (comment lines and the header skipped), `fields` fields each.
-std::vector<std::vector<std::string>> read_csv(const std::string& rel, size_t fields = 16) {
-  std::ifstream in(test::repo(rel));
-  REQUIRE(in);
-  std::vector<std::vector<std::string>> rows;
-  std::string line;
-  bool header = true;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    if (header) {
-      header = false;
-      continue;
-    }
-    std::vector<std::string> f;
-    std::stringstream ss(line);
-    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
-    f.resize(fields);
-    rows.push_back(std::move(f));
-  }
-  return rows;
-}
-
-// One Playbook run as paraplan sees it: nanotron on AWS p5 nodes (H100 SXM with
-// NVLink inside, EFA between them: configs/clusters/h100-aws-p5.yaml), seq
-// 4096, flash attention, tp in REDUCE_SCATTER mode (sp when tp > 1), global
-// batch dp x mbs x grad_accum; the layout unresolved in *l.
-// The Playbook's "1B" and "3B" models (configs/models/nanotron-bench-*.yaml).
-const Model& playbook_model(const std::string& model) {
-  static const Model m1 = test::model("nanotron-bench-1b"), m3 = test::model("nanotron-bench-3b");
-  return model == "1B" ? m1 : m3;
-}
-
-Spec playbook_spec(const std::string& model, int nodes, int dp, int tp, int pp, int zero, int mbs, int grad_accum,
-                   Layout* l) {
-  static const Cluster h100 = test::cluster("h100-aws-p5");
-  Spec s;
-  s.model = playbook_model(model);
-  s.cluster = h100;
-  s.num_nodes = nodes;
-  s.search.allow_tp_across_nodes = true;
-  s.training.framework = Framework::kNanotron;
-  s.training.seq_length = 4096;
-  s.training.global_batch_size = dp * mbs * grad_accum;
-  s.training.flash_attention = true;
-  *l = Layout{};
-  l->dp = dp, l->tp = tp, l->pp = pp, l->zero = zero, l->mbs = mbs;
-  l->sp = tp > 1;  // tp_mode REDUCE_SCATTER
-  return s;
-}
 
 std::vector<Row> read_rows() {
   std::vector<Row> rows;
@@ -709,22 +666,6 @@ TEST_CASE("NeMo Megatron-Bridge's GPT-OSS-120B on 64 H100 (BF16): tokens/s of a 
 
 namespace {
 
-struct TimedRow {
-  std::string id, model;
-  int nodes, dp, tp, pp, zero, mbs, grad_accum;
-  double mfu_pct, tokens_per_s_per_gpu;
-};
-
-// The runs that ran, from the full copy of the Playbook's 1B and 3B rows.
-std::vector<TimedRow> read_timed_rows() {
-  std::vector<TimedRow> rows;
-  for (const auto& f : read_csv("tests/data/measurements/ultrascale-playbook-1B-3B.csv"))
-    if (f[11] == "ran")
-      rows.push_back({f[0], f[1], std::stoi(f[2]), std::stoi(f[4]), std::stoi(f[5]), std::stoi(f[6]), std::stoi(f[7]),
-                      std::stoi(f[8]), std::stoi(f[9]), std::stod(f[12]), std::stod(f[13])});
-  return rows;
-}
-
 // Predicted tokens/s per GPU of a run, or a negative number when paraplan
 // cannot express its layout.
 double predicted_tokens_per_s_per_gpu(const TimedRow& r) {
@@ -1112,66 +1053,14 @@ TEST_CASE("Megatron-LM's own CI step times on H100 and A100 (gpt3_7b_*_memory_sp
 
 TEST_CASE("Megatron-LM's published FP8 throughput on H100 (examples/llama/README.md, Llama 3 8B/70B/405B)",
           "[measurements][megatron]") {
-  // NVIDIA/Megatron-LM@d98e8a64 examples/llama/README.md:105-109, "FP8 Performance": tokens/s per GPU of
-  // NeMo's performance recipes on H100, MBS 1, seq 8192, no recompute (NVIDIA/NeMo
-  // scripts/performance/recommended_model_configs/model_configs_h100.csv: recompute_layers 0). The flags
-  // are those of the README's own script, examples/llama/train_llama3_8b_h100_fp8.sh (FP8 hybrid with
-  // --fp8-param-gather, --grad-reduce-in-bf16, --cross-entropy-loss-fusion, distributed optimizer with
-  // overlapped grad reduce and param gather, fused attention), with each row's parallel sizes; SP and TP
-  // communication overlap where tp > 1 (NeMo's recipes: pretrain_llama31_405b.py sets
-  // tp_comm_overlap_cfg). 405B's 126 layers over PP 8 x VP 8 chunks of 2 count the embedding and
-  // the loss as one layer each (Megatron's --account-for-embedding/loss-in-pipeline-split: 128 / 64).
-  // Rows marked "Megatron-Bridge" are NVIDIA-NeMo/Megatron-Bridge@0a25f911 docs/performance-summary-archive.md
-  // (NeMo's Megatron-core recipes, DGX-H100, FP8): the 25.11 table's LLAMA3_8B with Megatron-FSDP over 8
-  // GPUs (14,451; the 25.09 table: 14,079) and the 26.02 table's LLAMA3_70B and LLAMA3.1_405B at twice and
-  // three times the README's global batch (more micro-batches per step: a smaller pipeline bubble).
-  // The recipes' other flags are not listed there: the README script's are used.
-  struct Published {
-    const char* name;
-    const char* model;
-    int gpus, global_batch;
-    const char* parallel;
-    double tokens_per_s_per_gpu;
-  };
-  // The 70B and 405B layouts (NeMo's recipes, both sources).
-  const char* const llama70 =
-      "--tensor-model-parallel-size 4 --sequence-parallel --tp-comm-overlap --pipeline-model-parallel-size 8 "
-      "--num-virtual-stages-per-pipeline-rank 5";
-  const char* const llama405 =
-      "--tensor-model-parallel-size 8 --sequence-parallel --tp-comm-overlap --pipeline-model-parallel-size 8 "
-      "--num-virtual-stages-per-pipeline-rank 8 --account-for-embedding-in-pipeline-split "
-      "--account-for-loss-in-pipeline-split --context-parallel-size 2";
-  const Published rows[] = {
-      {"LLAMA3-8B, 8 GPUs, CP 2", "llama-3.1-8b", 8, 128,
-       "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --context-parallel-size 2", 13812},
-      {"LLAMA3-70B, 64 GPUs, TP 4, PP 8, VP 5", "llama-3.1-70b", 64, 128, llama70, 1621},
-      {"LLAMA3-405B, 1024 GPUs, TP 8, PP 8, CP 2, VP 8", "llama-3.1-405b", 1024, 512, llama405, 315},
-      {"Megatron-Bridge 25.11: LLAMA3_8B, 8 GPUs, Megatron-FSDP 8", "llama-3.1-8b", 8, 128,
-       "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --use-megatron-fsdp "
-       "--data-parallel-sharding-strategy optim_grads_params",
-       14451},
-      {"Megatron-Bridge 26.02: LLAMA3_70B, GBS 256", "llama-3.1-70b", 64, 256, llama70, 1621},
-      {"Megatron-Bridge 26.02: LLAMA3.1_405B, GBS 1536", "llama-3.1-405b", 1024, 1536, llama405, 311},
-  };
-  const int n = int(std::size(rows));
-  const std::string common =
-      " --micro-batch-size 1 --seq-length 8192 --bf16 --fp8-format hybrid --fp8-amax-history-len 1024 "
-      "--fp8-amax-compute-algo max --fp8-param-gather --grad-reduce-in-bf16 --cross-entropy-loss-fusion "
-      "--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --attention-backend fused";
+  // The rows, their sources and the recipe's flags: tests/published_llama3_fp8.hpp.
+  const std::vector<test::PublishedLlama3Fp8> rows = test::published_llama3_fp8();
+  const int n = int(rows.size());
   double sum_abs = 0;
-  for (const Published& p : rows) {
+  for (const test::PublishedLlama3Fp8& p : rows) {
     Spec s;
-    s.model = test::model(p.model);
-    s.cluster = test::cluster("dgx-h100");
-    s.num_nodes = p.gpus / 8;
-    s.training.seq_length = 8192;
-    s.training.global_batch_size = p.global_batch;
-    s.training.flash_attention = true;
-    LayoutRequest req;
-    req.megatron_args = std::string(p.parallel) + " --global-batch-size " + std::to_string(p.global_batch) + common;
     std::vector<std::string> ignored;
-    req.ignored_flags = &ignored;
-    const Layout l = layout_from_sources(&s, "megatron-llama-fp8", req);
+    const Layout l = test::published_llama3_fp8_run(p, &s, &ignored);
     INFO(p.name << ": layout " << to_string(l));
     // Every flag of the recipe is read but the amax reduction (max or most
     // recent), which changes neither memory nor time.
