@@ -208,6 +208,21 @@ TEST_CASE("a loss that turns NaN fails validate whatever the memory shows, and s
   CHECK(comparison_json(bad)["loss_finite"] == false);
   CHECK(render_comparison(bad).find("result: FAIL") != std::string::npos);
   CHECK(render_comparison(bad).find("the loss is not finite") != std::string::npos);
+  // Issue 46: a green PASS stood beside a +990 % step. The result is memory's, said so; time's verdict
+  // is apart: +990 % is outside the time model's 5 % band, within 5 % is inside.
+  Comparison slow = ok;
+  slow.predicted_step_s = 1.0, slow.measured_step_s = 10.9;
+  CHECK(slow.pass());
+  CHECK(slow.time_error() == Approx(9.9));
+  CHECK_FALSE(slow.time_within_band());
+  const std::string text = render_comparison(slow);
+  CHECK(text.find("result: PASS on memory") != std::string::npos);
+  CHECK(text.find("time: OUTSIDE the time model's 5% band (+990.0% against the prediction)") != std::string::npos);
+  CHECK(comparison_json(slow)["time_verdict"]["within_band"] == false);
+  CHECK(comparison_json(slow)["memory_pass"] == true);
+  slow.measured_step_s = 1.04;
+  CHECK(slow.time_within_band());
+  CHECK(render_comparison(slow).find("time: within the time model's 5% band (+4.0%") != std::string::npos);
 }
 
 TEST_CASE("validate's GPU prediction of runtime: paraplan's own buffers, and no NCCL for an emulated rank",

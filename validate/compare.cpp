@@ -155,7 +155,14 @@ nlohmann::json comparison_json(const Comparison& c) {
   j["steps"] = c.steps;
   j["tolerance"] = c.tolerance;
   j["pass"] = c.pass();
+  j["memory_pass"] = c.max_error <= c.tolerance;
   j["loss_finite"] = c.loss_finite();
+  // Time's verdict apart from the result (issue 46: a PASS stood beside a +990 % step).
+  j["time_verdict"] = {{"predicted_step_s", c.predicted_step_s},
+                       {"measured_step_s", c.measured_step_s},
+                       {"error", c.time_error()},
+                       {"band", kTieBand},
+                       {"within_band", c.time_within_band()}};
   nlohmann::json ranks = nlohmann::json::array();
   for (const RankComparison& r : c.ranks) {
     nlohmann::json x;
@@ -273,8 +280,13 @@ std::string render_comparison(const Comparison& c) {
   for (double x : c.loss) o += fmt::format(" {:.4f}", x);
   o += "\n";
   if (!c.loss_finite()) o += "the loss is not finite: the run's arithmetic broke (a NaN or an overflow)\n";
-  o += fmt::format("result: {} — max peak error {:.2f}% (tolerance {:.2f}%){}\n", c.pass() ? "PASS" : "FAIL",
-                   100 * c.max_error, 100 * c.tolerance, c.loss_finite() ? "" : ", loss not finite");
+  o += fmt::format("result: {} on memory — max peak error {:.2f}% (tolerance {:.2f}%){}; the exit code is this "
+                   "verdict\n",
+                   c.pass() ? "PASS" : "FAIL", 100 * c.max_error, 100 * c.tolerance,
+                   c.loss_finite() ? "" : ", loss not finite");
+  o += fmt::format("time: {} the time model's {:.0f}% band ({:+.1f}% against the prediction); reported, not part "
+                   "of the result\n",
+                   c.time_within_band() ? "within" : "OUTSIDE", 100 * kTieBand, 100 * c.time_error());
   return o;
 }
 

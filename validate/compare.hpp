@@ -2,6 +2,8 @@
 // models), per rank and category, and its serialisation.
 #pragma once
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include <string>
@@ -54,7 +56,13 @@ struct Comparison {
   // Every step's loss is a number: a NaN or infinity means the run's
   // arithmetic broke, whatever its memory shows.
   bool loss_finite() const;
+  // The verdict, and validate's exit code: memory (every rank's peak within the
+  // tolerance) and a finite loss. Time is reported apart and judged on its own.
   bool pass() const { return max_error <= tolerance && loss_finite(); }
+  // (measured − predicted) / predicted step time, and whether it lies within
+  // the time model's stated uncertainty (kTieBand, the decision rule's band).
+  double time_error() const { return predicted_step_s > 0 ? (measured_step_s - predicted_step_s) / predicted_step_s : 0; }
+  bool time_within_band() const { return predicted_step_s > 0 && std::abs(time_error()) <= kTieBand; }
 };
 
 // The prediction a run is compared with: the spec's, with
