@@ -210,6 +210,20 @@ int run_cli(int argc, char** argv, std::ostream& out) {
   CalibrateOptions co;
   CLI::App* calibrate = add_calibrate_command(app, &co);
 
+  // A first word that names no subcommand: say so (CLI11 would say "A subcommand is required").
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string names;
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+      known = known || sub->check_name(argv[1]);
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!known) {
+      std::cerr << "paraplan: error: unknown subcommand '" << SpecError::printable(argv[1], 128) << "'; expected one of: " << names
+                << " (see paraplan --help)\n";
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -611,6 +611,9 @@ TEST_CASE("missing files, no layout and command-line misuse", "[cli][errors]") {
       {"--nodes 0", base_files(), check_with({"--nodes", "0"}), 2, {"--nodes"}},
       {"unknown option", base_files(), check_with({"--bogus"}), 2, {"--bogus"}},
       {"no subcommand", base_files(), {}, 2, {"subcommand"}},
+      // Issue 46: an unknown one was "A subcommand is required".
+      {"unknown subcommand", base_files(), {"sweep", "x.yaml"}, 2,
+       {"unknown subcommand 'sweep'; expected one of: explain, check, plan, models, gpus"}},
   });
 }
 
