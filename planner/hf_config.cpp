@@ -15,13 +15,10 @@ namespace {
 
 using nlohmann::json;
 
-int line_of_offset(const std::string& text, size_t offset) {
-  return 1 + int(std::count(text.begin(), text.begin() + std::min(offset, text.size()), '\n'));
-}
-
 struct HfReader {
   const json& j;
   const std::string& file;
+  std::string prefix;  // "text_config." when the language model sits in a multimodal wrapper
 
   const json* find(std::initializer_list<const char*> keys) const {
     for (const char* k : keys) {
@@ -31,7 +28,7 @@ struct HfReader {
     return nullptr;
   }
   [[noreturn]] void fail(const char* key, const std::string& msg) const {
-    throw SpecError(file, 0, key, msg);
+    throw SpecError(file, 0, prefix + key, msg);
   }
   int get_int(std::initializer_list<const char*> keys, int def, bool required,
               long long max = 2'000'000'000) const {
@@ -66,19 +63,42 @@ struct HfReader {
   }
 };
 
+// tie_word_embeddings where a config leaves it out: the default of the model type's config class
+// (huggingface/transformers@008e5743 src/transformers/models/<type>/configuration_<type>.py, the
+// class field `tie_word_embeddings: bool = ...`); GPT-2's class keeps PreTrainedConfig's True. A type
+// not read here is refused rather than guessed (issue 46: Mistral and Llama read as tied lost their
+// output layer).
+bool tie_default(const HfReader& r, const std::string& type) {
+  struct Default {
+    const char* type;
+    bool tied;
+  };
+  static constexpr Default kDefaults[] = {
+      {"llama", false},       {"mistral", false}, {"mixtral", false},    {"qwen2", false},   {"qwen3", false},
+      {"qwen3_moe", false},   {"deepseek_v3", false}, {"gemma", true},   {"gemma2", true},   {"gpt2", true},
+  };
+  std::string known;
+  for (const Default& d : kDefaults) {
+    if (type == d.type) return d.tied;
+    known += std::string(known.empty() ? "" : ", ") + d.type;
+  }
+  r.fail("tie_word_embeddings", "missing, and the default of model_type '" + type +
+                                    "' is not one paraplan has read from transformers (it has: " + known +
+                                    "); give tie_word_embeddings true or false");
+}
+
 }  // namespace
 
 Model model_from_hf_json(const std::string& text, const std::string& file) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw SpecError(file, line_of_offset(text, e.byte), "", json_error_text(e));
-  } catch (const json::exception& e) {  // a number past double's range (1e400)
-    throw json_range_error(file, text, e, "");
-  }
-  if (!j.is_object()) throw SpecError(file, 0, "", "expected a JSON object (HuggingFace config.json)");
-  const HfReader r{j, file};
+  const json root = parse_json_input(text, file, "");
+  if (!root.is_object()) throw SpecError(file, 0, "", "expected a JSON object (HuggingFace config.json)");
+  // A multimodal wrapper (Gemma-3, Llama-4, Mistral-Small-3.1: *ForConditionalGeneration) keeps its
+  // language model in text_config (transformers' composite configs, e.g. Mistral3Config's sub_configs):
+  // that model is planned; the vision tower and projector are not (said as a caveat).
+  const auto tc = root.find("text_config");
+  const bool wrapped = tc != root.end() && tc->is_object() && !root.contains("num_hidden_layers");
+  const json& j = wrapped ? *tc : root;
+  const HfReader r{j, file, wrapped ? "text_config." : ""};
   const std::string type = r.get_string("model_type", "");
   // Mixtures of experts and multi-latent attention are read for Mixtral,
   // DeepSeek-V2/V3 and Qwen2/3-MoE (counted and planned, issue 16); any other config that
@@ -172,8 +192,15 @@ Model model_from_hf_json(const std::string& text, const std::string& file) {
     m.normalization = Normalization::kLayerNorm;
   else r.fail("rms_norm_eps", "cannot tell the normalization (no rms_norm_eps or layer_norm_eps)");
 
-  // PretrainedConfig defaults tie_word_embeddings to true; GPT-2 ties.
-  m.tie_embeddings = r.get_bool("tie_word_embeddings", true);
+  m.tie_embeddings = r.find({"tie_word_embeddings"}) ? r.get_bool("tie_word_embeddings", false) : tie_default(r, type);
+  if (wrapped) {
+    const auto vc = root.find("vision_config");
+    m.caveats.push_back(fmt::format(
+        "multimodal config ('{}'): the language model in text_config is planned; the vision tower{} and the "
+        "projector are neither counted nor planned",
+        root.value("model_type", std::string("?")),
+        vc != root.end() && vc->is_object() ? " (vision_config, '" + vc->value("model_type", std::string("?")) + "')" : ""));
+  }
   if (gpt2) {
     m.position_embedding = PositionEmbedding::kLearned;
     m.max_position_embeddings = r.get_int({"n_positions", "max_position_embeddings"}, 1024, false);

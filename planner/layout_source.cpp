@@ -471,16 +471,7 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
 
 Draft from_deepspeed(const std::string& path, Spec* spec) {
   const std::string text = read_text_file(path, "--deepspeed-config");
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    const size_t off = std::min<size_t>(e.byte, text.size());
-    throw SpecError(path, 1 + int(std::count(text.begin(), text.begin() + off, '\n')),
-                    "--deepspeed-config", json_error_text(e));
-  } catch (const json::exception& e) {  // a number past double's range (1e400)
-    throw json_range_error(path, text, e, "--deepspeed-config");
-  }
+  const json j = parse_json_input(text, path, "--deepspeed-config");
   if (!j.is_object()) fail(path, "--deepspeed-config", "expected a JSON object (DeepSpeed config)");
   Draft d{Layout{}, {}, path};
   auto pos_int = [&](const json& v, const char* field, int min_v) {

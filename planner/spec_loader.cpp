@@ -10,6 +10,7 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <vector>
 
 #include "planner/catalog.hpp"
 #include "planner/spec_inputs.hpp"
@@ -58,6 +59,54 @@ std::string json_error_text(const std::exception& e) {
   if (colon != std::string::npos) w = w.substr(colon + 2);
   else if (const size_t tag = w.find("] "); tag != std::string::npos) w = w.substr(tag + 2);
   return (overflow ? "JSON number out of range: " : "JSON syntax error: ") + w;
+}
+
+nlohmann::json parse_json_input(const std::string& text, const std::string& path, const std::string& field) {
+  using nlohmann::json;
+  // The keys seen in each open object (arrays hold an empty frame), and the path to it.
+  struct Frame {
+    std::vector<std::string> keys;
+    std::string path;
+  };
+  std::vector<Frame> open;
+  std::string last_key;
+  const json::parser_callback_t check = [&](int, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+      case json::parse_event_t::array_start: {
+        const std::string at = open.empty() ? "" : open.back().path;
+        open.push_back({{}, last_key.empty() ? at : (at.empty() ? last_key : at + "." + last_key)});
+        last_key.clear();
+        break;
+      }
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end:
+        if (!open.empty()) open.pop_back();
+        last_key.clear();
+        break;
+      case json::parse_event_t::key: {
+        const std::string k = parsed.get<std::string>();
+        Frame& f = open.back();
+        const std::string name = f.path.empty() ? k : f.path + "." + k;
+        if (std::find(f.keys.begin(), f.keys.end(), k) != f.keys.end())
+          throw SpecError(path, 0, name, "key given twice in one object; give it once");
+        f.keys.push_back(k);
+        last_key = k;
+        break;
+      }
+      case json::parse_event_t::value: last_key.clear(); break;
+    }
+    return true;
+  };
+  try {
+    return json::parse(text, check);
+  } catch (const json::parse_error& e) {
+    const size_t off = std::min<size_t>(e.byte, text.size());
+    throw SpecError(path, 1 + int(std::count(text.begin(), text.begin() + std::ptrdiff_t(off), '\n')), field,
+                    json_error_text(e));
+  } catch (const json::exception& e) {  // a number past double's range (1e400)
+    throw json_range_error(path, text, e, field);
+  }
 }
 
 SpecError json_range_error(const std::string& path, const std::string& text, const std::exception& e,

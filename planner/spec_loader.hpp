@@ -3,6 +3,8 @@
 // file, line and field.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <string>
 
 #include "costmodel/spec.hpp"
@@ -40,6 +42,12 @@ std::string json_error_text(const std::exception& e);
 // A JSON number past double's range (nlohmann out_of_range.406), named by its line and key.
 SpecError json_range_error(const std::string& path, const std::string& text, const std::exception& e,
                            const std::string& field);
+
+// Parses a JSON input file (a HuggingFace config, a DeepSpeed config): syntax
+// errors and out-of-range numbers as SpecErrors naming the line, and a key
+// given twice in one object as an error naming its path (nlohmann would keep
+// the last in silence; issue 46). `field` labels errors with no key of their own.
+nlohmann::json parse_json_input(const std::string& text, const std::string& path, const std::string& field);
 
 // Reads a whole file or throws SpecError("cannot read").
 // Spec, model, cluster and config files are small: anything larger is refused.

@@ -529,6 +529,9 @@ TEST_CASE("malformed or missing DeepSpeed configs", "[cli][errors][deepspeed]") 
        {"@DIR@/ds.json: zero_optimization.stage: ", "expected an integer >= 0"}},
       {"stage 4", ds("{\"zero_optimization\": {\"stage\": 4}}\n"), args, 2,
        {"@DIR@/ds.json: zero_optimization.stage: ", "0-3"}},
+      // Issue 46: the last of two values was taken in silence.
+      {"a key given twice", ds("{\"zero_optimization\": {\"stage\": 1, \"stage\": 3}}\n"), args, 2,
+       {"@DIR@/ds.json: zero_optimization.stage: ", "key given twice in one object"}},
       {"micro batch 0", ds("{\"train_micro_batch_size_per_gpu\": 0}\n"), args, 2,
        {"@DIR@/ds.json: train_micro_batch_size_per_gpu: ", "expected a positive integer"}},
       {"gradient_accumulation_steps 2e9 (the derived global batch overflowed int)",

@@ -183,3 +183,53 @@ TEST_CASE("Nemotron-4 340B's config.json: squared ReLU in a plain MLP, LayerNorm
     CHECK(std::string(e.what()).find("bitnet") != std::string::npos);
   }
 }
+
+TEST_CASE("HF configs: tie_word_embeddings defaults per model type, multimodal text_config, duplicate keys (issue 46)",
+          "[params][hf]") {
+  // Mistral-Small-3.1 (a Mistral3ForConditionalGeneration wrapper): the language model in text_config is
+  // planned, untied as MistralConfig defaults it (transformers@008e5743 configuration_mistral.py:
+  // tie_word_embeddings: bool = False). By hand: embedding 131072 x 5120 = 671,088,640; per layer q 5120 x 4096
+  // = 20,971,520, k and v 2 x 5120 x 1024 = 10,485,760, o 20,971,520, SwiGLU 3 x 5120 x 32768 = 503,316,480,
+  // two RMSNorms 10,240: 555,755,520 x 40 = 22,230,220,800; final norm 5,120; the output layer 671,088,640:
+  // 23,572,403,200 (tied it would be 671,088,640 less).
+  const Model m = load_model_file(test::repo("tests/data/hf/mistral-small-3.1-24b/config.json"));
+  CHECK(!m.tie_embeddings);
+  CHECK(layer_params(m) == 555'755'520LL);
+  CHECK(total_params(m) == 23'572'403'200LL);
+  bool said = false;
+  for (const std::string& c : m.caveats) said = said || c.find("vision tower (vision_config, 'pixtral')") != std::string::npos;
+  CHECK(said);
+  // Llama and Qwen2 without the key are untied too; Gemma-2 and GPT-2 tied (their config classes).
+  const auto dense = [](const std::string& type, const std::string& extra = "") {
+    return R"({"model_type": ")" + type + R"(", "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+      "num_hidden_layers": 2, "vocab_size": 100, "rms_norm_eps": 1e-5)" + extra + "}";
+  };
+  CHECK(!model_from_hf_json(dense("llama"), "llama/config.json").tie_embeddings);
+  CHECK(!model_from_hf_json(dense("qwen2"), "qwen2/config.json").tie_embeddings);
+  CHECK(model_from_hf_json(dense("gemma2"), "gemma2/config.json").tie_embeddings);
+  CHECK(model_from_hf_json(dense("llama", R"(, "tie_word_embeddings": true)"), "l/config.json").tie_embeddings);
+  // A type whose default paraplan has not read: refused, naming the key, not guessed.
+  try {
+    model_from_hf_json(dense("phi3"), "phi3/config.json");
+    FAIL("a model type with an unread default was guessed");
+  } catch (const SpecError& e) {
+    CHECK(e.field() == "tie_word_embeddings");
+    CHECK(std::string(e.what()).find("'phi3'") != std::string::npos);
+  }
+  // The key one level down is named so.
+  try {
+    model_from_hf_json(R"({"model_type": "mistral3", "text_config": {"model_type": "mistral", "hidden_size": 64}})",
+                       "w/config.json");
+    FAIL("a text_config without its layers was read");
+  } catch (const SpecError& e) {
+    CHECK(e.field() == "text_config.num_hidden_layers");
+  }
+  // A key given twice is an error naming its path (nlohmann kept the last in silence).
+  try {
+    model_from_hf_json(dense("llama", R"(, "vocab_size": 200)"), "dup/config.json");
+    FAIL("a duplicate key was read");
+  } catch (const SpecError& e) {
+    CHECK(e.field() == "vocab_size");
+    CHECK(std::string(e.what()).find("given twice") != std::string::npos);
+  }
+}
