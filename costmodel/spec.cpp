@@ -393,7 +393,14 @@ std::optional<LayoutProblem> resolve_layout(const Spec& s, Layout* l, bool check
       const Profile& p = profile(t.framework);
       const bool sac = l->recompute == Recompute::kSelective && p.selective_unsupported &&
                        p.selective_unsupported(s.model, *l, t);
-      return LayoutProblem{*r, zero ? "zero" : rc || sac ? "recompute" : method ? "recompute_method" : cp ? "cp" : "balance",
+      const bool gpipe = l->pp > 1 && l->schedule == Schedule::kGPipe && p.gpipe_note;
+      return LayoutProblem{*r,
+                           zero          ? "zero"
+                           : rc || sac   ? "recompute"
+                           : method      ? "recompute_method"
+                           : cp          ? "cp"
+                           : gpipe       ? "schedule"
+                                         : "balance",
                            std::string("framework ") + framework_name(t.framework) + ": " +
                                framework_unsupported(p, *l, &s.model, &t)};
     }

@@ -113,6 +113,9 @@ Resolved resolve(ValidateOptions& o) {
   if (o.layout_opt->count()) req.layout = o.layout;
   if (o.megatron_opt->count()) req.megatron_args = o.megatron;
   if (o.deepspeed_opt->count()) req.deepspeed_config = o.deepspeed;
+  // The run is paraplan's own executor, and its prediction paraplan's profile (validate/compare.cpp
+  // prediction_spec): the layout is resolved as that executor runs it (GPipe included).
+  r.spec.training.framework = Framework::kParaplan;
   r.layout = layout_from_sources(&r.spec, o.spec, req);
   {
     StageSplit split;

@@ -123,6 +123,12 @@ using namespace paraplan;
 
 Spec example(const std::string& name) { return load_spec_file(test::repo("configs/examples/" + name)); }
 
+// A GPipe case runs under paraplan's own profile: the examples' Megatron-LM has no GPipe schedule.
+Spec with_schedule_framework(Spec s, const std::string& layout) {
+  if (layout.find("schedule=gpipe") != std::string::npos) s.training.framework = Framework::kParaplan;
+  return s;
+}
+
 Layout resolved(const Spec& s, const std::string& text) {
   Layout l = parse_layout(text);
   l.dp = 0;
@@ -170,7 +176,7 @@ TEST_CASE("evaluate, peak_memory and estimate_time do not allocate", "[search]")
   specs.reserve(cases.size());
   layouts.reserve(cases.size());
   for (const Case& c : cases) {
-    specs.push_back(example(c.spec));
+    specs.push_back(with_schedule_framework(example(c.spec), c.layout));
     layouts.push_back(resolved(specs.back(), c.layout));
   }
 
@@ -465,6 +471,7 @@ TEST_CASE("A time warning other than the cap still ranks a layout after those wi
 
 TEST_CASE("make_plan honours the spec's search constraints", "[search]") {
   Spec s = example("llama2-7b-dgx-h100.yaml");
+  s.training.framework = Framework::kParaplan;  // a framework with both pipeline schedules
   s.search = SearchSpace{};
   s.search.tp = {2};
   s.search.zero = {1};
@@ -480,6 +487,16 @@ TEST_CASE("make_plan honours the spec's search constraints", "[search]") {
   CHECK(has([](const Candidate& x) { return x.layout.recompute == Recompute::kFull; }));
   CHECK(has([](const Candidate& x) { return x.layout.schedule == Schedule::kGPipe; }));
   CHECK(has([](const Candidate& x) { return x.layout.pp > 1; }));
+  // Under Megatron-LM, which has no GPipe schedule, none is searched (issue 46: check said it fit).
+  s.training.framework = Framework::kMegatron;
+  const Plan megatron = make_plan(s);
+  CHECK(megatron.rejected[int(Invalid::kFramework)] > 0);
+  for (const Candidate& x : megatron.candidates) CHECK(x.layout.schedule != Schedule::kGPipe);
+  Layout gpipe = parse_layout("tp=2,pp=2,zero=1,mbs=1,schedule=gpipe");
+  const auto problem = resolve_layout(s, &gpipe);
+  REQUIRE(problem);
+  CHECK(problem->field == "schedule");
+  CHECK(problem->message.find("Megatron-LM has no GPipe schedule") != std::string::npos);
 }
 
 TEST_CASE("make_plan tries every ZeRO stage when dp = 1 but cp > 1: state shards over dp x cp", "[search][cp]") {
@@ -566,7 +583,7 @@ TEST_CASE("peak_memory agrees with the stage-by-stage walk", "[search]") {
       {"llama3.1-405b-h100.yaml", "tp=8,pp=2,vpp=7,sp=1,zero=1,recompute=selective,mbs=1"},
   };
   for (const Case& c : cases) {
-    const Spec s = example(c.spec);
+    const Spec s = with_schedule_framework(example(c.spec), c.layout);
     const Layout l = resolved(s, c.layout);
     INFO(c.spec << ": " << to_string(l));
     const PeakMemory fast = peak_memory(s, l);

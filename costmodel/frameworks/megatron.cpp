@@ -163,6 +163,10 @@ const Profile& megatron_profile() {
                                "by default since 4eeff55d1f, 2023-10), :1010-1012 (off without interleaving)";
     // The reduce-scatter inputs held at sequence parallelism count in allocated too (the reason: held_reduce_scatter).
     q.held_in_allocated = true;
+    // Issue 46: check said "fits" for a GPipe layout that --emit megatron refuses.
+    q.gpipe_note = "Megatron-LM has no GPipe schedule: its pipeline runs 1F1B, interleaved when vpp > 1 (" MCORE
+                   "megatron/core/pipeline_parallel/schedules.py get_forward_backward_func: "
+                   "forward_backward_pipelining_without_interleaving / _with_interleaving)";
     q.terms = TermSources{
         8,
         MCORE "megatron/core/datasets/gpt_dataset.py:280-286 (text.long(): int64 tokens and labels), "

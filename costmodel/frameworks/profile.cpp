@@ -57,6 +57,7 @@ const char* framework_unsupported(const Profile& p, const Layout& l, const Model
     if (const char* why = p.selective_unsupported(*m, l, *t)) return why;
   if (l.partial_recompute_set() && p.partial_recompute_note) return p.partial_recompute_note;
   if (l.cp > 1 && p.cp_note) return p.cp_note;
+  if (l.pp > 1 && l.schedule == Schedule::kGPipe && p.gpipe_note) return p.gpipe_note;
   if (l.balance == StageBalance::kCost && l.pp > 1 && !p.cost_balanced_pipeline)
     return "balance=cost is nanotron's compute-cost pipeline split; this framework splits by layers "
            "(first_stage_layers / last_stage_layers for uneven stages)";

@@ -430,6 +430,9 @@ struct Profile {
   LossVariant loss_vocab_parallel{};
   const LossVariant& loss_for(int tp) const { return tp > 1 && has_loss_vocab_parallel ? loss_vocab_parallel : loss; }
   TermSources terms{};
+  // Why a GPipe (all forwards, then all backwards) pipeline is not this
+  // framework's; nullptr: it has one.
+  const char* gpipe_note = nullptr;
 };
 
 // A profile whose ZeRO-1/2 parameter all-gather runs whole after the
