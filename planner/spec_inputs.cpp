@@ -1,5 +1,7 @@
 #include "planner/spec_inputs.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -47,8 +49,13 @@ void refuse_model_as_spec(const std::string& path) {
   } catch (const SpecError&) {
     return;  // load_spec_file says why
   }
-  const size_t first = text.find_first_not_of(" \t\r\n");
-  const bool json = first != std::string::npos && text[first] == '{';
+  // A HuggingFace config is JSON (quoted keys) with no `model:` of its own: a YAML flow-style spec
+  // (`{cluster: ..., model: ...}`, issue 46) or a spec written as JSON is still a spec.
+  bool json = false;
+  if (nlohmann::json::accept(text)) {
+    const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    json = j.is_object() && !j.contains("model");
+  }
   const bool yaml_model = text.find("\nnum_layers:") != std::string::npos || text.rfind("num_layers:", 0) == 0;
   const bool has_model = text.find("\nmodel:") != std::string::npos || text.rfind("model:", 0) == 0;
   if (json || (yaml_model && !has_model))

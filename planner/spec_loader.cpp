@@ -132,8 +132,8 @@ namespace {
 
 bool looks_like_json(const std::string& path, const std::string& text) {
   if (fs::path(path).extension() == ".json") return true;
-  const size_t i = text.find_first_not_of(" \t\r\n");
-  return i != std::string::npos && text[i] == '{';
+  // A YAML flow mapping also starts with '{': JSON only where the text is JSON (issue 46).
+  return nlohmann::json::accept(text);
 }
 
 void check_model(const Model& m, const MapReader& r) {

@@ -323,6 +323,16 @@ TEST_CASE("a spec may leave out training: (defaults said) and a model file given
     CHECK(r.code == 2);
     CHECK(r.err.find("not a plan spec; run e.g. paraplan plan --model ") != std::string::npos);
   }
+  // Issue 46: a spec in YAML flow style (one line of braces) is a spec, not a HuggingFace config.json; so is
+  // one written as JSON with a model key.
+  write(dir.path() / "flow.yaml", "{model: llama-2-7b, cluster: h100, num_nodes: 1, training: {seq_length: 2048}}\n");
+  r = run_paraplan({"plan", "flow.yaml", "--format", "json", "--top", "1"}, dir.path());
+  INFO(r.err);
+  CHECK(r.code == 0);
+  write(dir.path() / "spec.json", "{\"model\": \"llama-2-7b\", \"cluster\": \"h100\", \"num_nodes\": 1}\n");
+  r = run_paraplan({"plan", "spec.json", "--format", "json", "--top", "1"}, dir.path());
+  INFO(r.err);
+  CHECK(r.code == 0);
 }
 
 namespace {

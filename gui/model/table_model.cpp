@@ -33,6 +33,9 @@ const char* column_name(Column c) {
     case Column::kBubble: return "bubble %";
     case Column::kComm: return "comm %";
     case Column::kCp: return "cp";
+    case Column::kEp: return "ep";
+    case Column::kHfu: return "HFU %";
+    case Column::kWarn: return "warning";
     case Column::kCount: break;
   }
   return "?";
@@ -40,7 +43,8 @@ const char* column_name(Column c) {
 
 const char* column_key(Column c) {
   static const char* const keys[] = {"rank", "layout", "dp",   "tp",   "pp",     "vpp",    "sp",  "zero",   "recompute",
-                                     "mbs",  "schedule", "fits", "peak", "step", "tokens", "mfu", "bubble", "comm", "cp"};
+                                     "mbs",  "schedule", "fits", "peak", "step", "tokens", "mfu", "bubble", "comm", "cp",
+                                     "ep",   "hfu",      "warn"};
   static_assert(std::size(keys) == size_t(kNumColumns));
   const int i = int(c);
   return i >= 0 && i < kNumColumns ? keys[i] : "?";
@@ -51,6 +55,15 @@ bool parse_column(const std::string& key, Column* out) {
     if (key == column_key(Column(c))) return *out = Column(c), true;
   return false;
 }
+
+namespace {
+
+// A per-second figure of the raw prediction at the ranked step instead.
+double at_ranked_step(const Candidate& c, double x) {
+  return c.ranked_step_s() > 0 ? x * c.time.step_s / c.ranked_step_s() : x;
+}
+
+}  // namespace
 
 std::string cell_text(const Candidate& c, int rank, Column col) {
   const Layout& l = c.layout;
@@ -68,12 +81,16 @@ std::string cell_text(const Candidate& c, int rank, Column col) {
     case Column::kSchedule: return schedule_name(l.schedule);
     case Column::kFits: return c.fits ? "yes" : "OOM";
     case Column::kPeak: return fmt::format("{:.2f}", double(c.peak_bytes) / kGiB);
-    case Column::kStep: return fmt::format("{:.3f}", c.time.step_s);
-    case Column::kTokens: return fmt::format("{:.0f}", c.time.tokens_per_s);
-    case Column::kMfu: return fmt::format("{:.1f}", 100 * c.time.mfu);
+    case Column::kStep: return fmt::format("{:.3f}{}", c.ranked_step_s(), c.time.clamped() ? "^" : "");
+    // At the ranked step, as the CLI's table shows them (HFU stays the raw prediction's).
+    case Column::kTokens: return fmt::format("{:.0f}", at_ranked_step(c, c.time.tokens_per_s));
+    case Column::kMfu: return fmt::format("{:.1f}", 100 * at_ranked_step(c, c.time.mfu));
     case Column::kBubble: return fmt::format("{:.1f}", 100 * c.time.bubble_fraction);
     case Column::kComm: return fmt::format("{:.1f}", 100 * c.time.exposed_comm_fraction);
     case Column::kCp: return std::to_string(c.layout.cp);
+    case Column::kEp: return std::to_string(c.layout.ep);
+    case Column::kHfu: return fmt::format("{:.1f}", 100 * c.time.hfu);
+    case Column::kWarn: return c.warned() ? "warned" : c.time.clamped() ? "cap" : "";
     case Column::kCount: break;
   }
   return "";
@@ -138,12 +155,15 @@ int compare_on(const Candidate& a, int ra, const Candidate& b, int rb, Column co
     case Column::kSchedule: return cmp(int(x.schedule), int(y.schedule));
     case Column::kFits: return cmp(int(!a.fits), int(!b.fits));
     case Column::kPeak: return cmp(a.peak_bytes, b.peak_bytes);
-    case Column::kStep: return cmp(a.time.step_s, b.time.step_s);
-    case Column::kTokens: return cmp(a.time.tokens_per_s, b.time.tokens_per_s);
-    case Column::kMfu: return cmp(a.time.mfu, b.time.mfu);
+    case Column::kStep: return cmp(a.ranked_step_s(), b.ranked_step_s());
+    case Column::kTokens: return cmp(at_ranked_step(a, a.time.tokens_per_s), at_ranked_step(b, b.time.tokens_per_s));
+    case Column::kMfu: return cmp(at_ranked_step(a, a.time.mfu), at_ranked_step(b, b.time.mfu));
     case Column::kBubble: return cmp(a.time.bubble_fraction, b.time.bubble_fraction);
     case Column::kComm: return cmp(a.time.exposed_comm_fraction, b.time.exposed_comm_fraction);
     case Column::kCp: return cmp(a.layout.cp, b.layout.cp);
+    case Column::kEp: return cmp(a.layout.ep, b.layout.ep);
+    case Column::kHfu: return cmp(a.time.hfu, b.time.hfu);
+    case Column::kWarn: return cmp(2 * int(a.warned()) + int(a.time.clamped()), 2 * int(b.warned()) + int(b.time.clamped()));
     case Column::kCount: break;
   }
   return 0;

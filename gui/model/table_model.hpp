@@ -25,18 +25,21 @@ enum class Column {
   kSchedule,   // 1f1b < gpipe
   kFits,       // fits < OOM
   kPeak,       // peak memory of the heaviest stage
-  kStep,       // step time
+  kStep,       // the ranked step time (Candidate::ranked_step_s; "^": held to the best published utilization)
   kTokens,     // tokens per second
   kMfu,
   kBubble,     // bubble fraction of the pipeline time
   kComm,       // exposed communication fraction of the step
   kCp,         // context-parallel size
+  kEp,         // expert-parallel size
+  kHfu,        // hardware FLOP utilization of the raw prediction
+  kWarn,       // "cap": held to the best published utilization; "warned": ranked after the unwarned
   kCount
 };
 inline constexpr int kNumColumns = int(Column::kCount);
 const char* column_name(Column c);
 // Short key of a column for the command line: rank, layout, dp, tp, pp, vpp, sp,
-// zero, recompute, mbs, schedule, fits, peak, step, tokens, mfu, bubble, comm, cp.
+// zero, recompute, mbs, schedule, fits, peak, step, tokens, mfu, bubble, comm, cp, ep, hfu, warn.
 const char* column_key(Column c);
 bool parse_column(const std::string& key, Column* out);
 // The text of one cell (units in the column name: GiB, s, %).

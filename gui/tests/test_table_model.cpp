@@ -54,6 +54,9 @@ TEST_CASE("sorting by each column, ascending", "[table]") {
       {Column::kBubble, {0, 2, 4, 1, 3, 5}, "0,0,0,.05,.10,.30"},
       {Column::kComm, {3, 0, 4, 1, 5, 2}, ".05,.10,.15,.20,.25,.35"},
       {Column::kCp, {0, 1, 2, 3, 4, 5}, "all cp 1: ties keep plan order"},
+      {Column::kEp, {0, 1, 2, 3, 4, 5}, "all ep 1: ties keep plan order"},
+      {Column::kHfu, {0, 1, 2, 3, 4, 5}, "no HFU given: ties keep plan order"},
+      {Column::kWarn, {0, 1, 2, 3, 4, 5}, "none warned or capped: ties keep plan order"},
   };
   REQUIRE(std::size(cases) == size_t(kNumColumns));
   for (const Case& c : cases) {
@@ -184,4 +187,26 @@ TEST_CASE("TableModel keeps rows, positions and visibility in step", "[table]") 
   CHECK(m.rows().empty());
   CHECK(m.fitting() == 0);
   CHECK(m.row_of(0) == -1);
+}
+
+TEST_CASE("the step cell is the ranked step, marked where the utilization cap holds it (issue 46)", "[table]") {
+  // A layout predicted at 10 s above the best published utilization is ranked at the 12 s it allows: the
+  // GUI showed 10 s and ranked it after faster-looking rows with no visible reason.
+  Candidate c;
+  c.fits = true;
+  c.time.step_s = 10.0, c.time.clamped_step_s = 12.0, c.time.hfu = 0.576;
+  c.time.warnings = StepTime::kWarnMfuAboveBest;
+  c.layout.ep = 4;
+  CHECK(cell_text(c, 1, Column::kStep) == "12.000^");
+  CHECK(cell_text(c, 1, Column::kWarn) == "cap");
+  CHECK(cell_text(c, 1, Column::kHfu) == "57.6");
+  CHECK(cell_text(c, 1, Column::kEp) == "4");
+  c.time.tokens_per_s = 1200, c.time.mfu = 0.60;  // at the raw 10 s; at the ranked 12 s: 1000 and 50 %
+  CHECK(cell_text(c, 1, Column::kTokens) == "1000");
+  CHECK(cell_text(c, 1, Column::kMfu) == "50.0");
+  Candidate d = c;
+  d.time.clamped_step_s = 0, d.time.warnings = StepTime::kWarnTpAcrossNodes;
+  CHECK(cell_text(d, 2, Column::kStep) == "10.000");
+  CHECK(cell_text(d, 2, Column::kWarn) == "warned");
+  CHECK(compare_on(c, 1, d, 2, Column::kStep) == 1);  // 12 s ranked against 10 s
 }

@@ -43,10 +43,10 @@ void toolbar(UiState& ui) {
 
 // Display order: rank and the numbers that rank it first (visible in a narrow
 // pane), then the layout's fields, then the whole layout string (hidden).
-constexpr Column kOrder[] = {Column::kRank, Column::kFits, Column::kPeak, Column::kStep, Column::kTokens,
-                             Column::kMfu, Column::kDp, Column::kTp, Column::kCp, Column::kPp, Column::kVpp,
-                             Column::kSp, Column::kZero, Column::kRecompute, Column::kMbs, Column::kSchedule,
-                             Column::kBubble, Column::kComm, Column::kLayout};
+constexpr Column kOrder[] = {Column::kRank, Column::kFits, Column::kWarn, Column::kPeak, Column::kStep, Column::kTokens,
+                             Column::kMfu, Column::kHfu, Column::kDp, Column::kTp, Column::kCp, Column::kEp, Column::kPp,
+                             Column::kVpp, Column::kSp, Column::kZero, Column::kRecompute, Column::kMbs,
+                             Column::kSchedule, Column::kBubble, Column::kComm, Column::kLayout};
 static_assert(std::size(kOrder) == size_t(kNumColumns));
 
 ImGuiTableColumnFlags column_flags(Column c, const SortSpec& initial) {
