@@ -154,10 +154,19 @@ pid_t start_mpirun(int ranks, const std::string& extra_mpirun_args, std::vector<
   g_result_dir.clear();
   for (std::size_t i = 0; i + 1 < rank_args.size(); ++i)
     if (rank_args[i] == "--result-dir") g_result_dir = rank_args[i + 1];
+  // Open MPI's shared-memory segments (btl/vader, one file per rank, /dev/shm by default) go in the
+  // run's own directory, which paraplan removes however the run ends: an aborted, stalled or killed
+  // run left vader_segment.* files in /dev/shm (issue 46), as its ranks never reached MPI_Finalize.
+  std::string shm_dir;
+  if (!g_result_dir.empty()) {
+    shm_dir = g_result_dir + "/shm";
+    if (mkdir(shm_dir.c_str(), 0700) != 0 && errno != EEXIST) shm_dir.clear();
+  }
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
     setpgid(0, 0);
+    if (!shm_dir.empty()) setenv("OMPI_MCA_btl_vader_backing_directory", shm_dir.c_str(), 0);
     // mpirun (and through it every rank) ends when paraplan dies, even by SIGKILL.
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() == 1) std::_Exit(1);  // paraplan died before prctl took effect

@@ -290,6 +290,21 @@ TEST_CASE("validate: bad input is one line and exit 2", "[validate]") {
   CHECK(c.err.find("--layout") != std::string::npos);
 }
 
+namespace {
+
+// Open MPI shared-memory segments (btl/vader) left in /dev/shm since `since`: paraplan puts its runs'
+// in their own directory (planner/launch.cpp), so an aborted run leaves none (issue 46).
+int shm_segments_since(std::filesystem::file_time_type since) {
+  namespace fs = std::filesystem;
+  int n = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/dev/shm", ec))
+    if (e.path().filename().string().rfind("vader_segment.", 0) == 0 && fs::last_write_time(e.path(), ec) >= since) ++n;
+  return n;
+}
+
+}  // namespace
+
 // Issue 12: a signal to `paraplan validate` left its temporary directory (SIGINT,
 // SIGTERM) or mpirun and every rank running (SIGKILL).
 TEST_CASE("validate cleans up after SIGTERM and takes mpirun down with it on SIGKILL", "[validate][signals]") {
@@ -310,6 +325,7 @@ TEST_CASE("validate cleans up after SIGTERM and takes mpirun down with it on SIG
   };
   for (const char* sig : {"TERM", "KILL"}) {
     INFO("SIG" << sig);
+    const auto started = std::filesystem::file_time_type::clock::now();
     const std::set<std::string> before = leftovers();
     // A run long enough to be interrupted: 100,000 steps of dp=2 (a distinctive
     // --seed marks its processes).
@@ -323,6 +339,7 @@ TEST_CASE("validate cleans up after SIGTERM and takes mpirun down with it on SIG
     CHECK_FALSE(ranks_alive(seed));  // mpirun and the ranks are gone
     std::set<std::string> after = leftovers();
     if (sig[0] == 'T') CHECK(after == before);  // SIGTERM: the directory removed
+    CHECK(shm_segments_since(started) == 0);    // its shared memory lived in it, not in /dev/shm
     for (const std::string& d : after)  // SIGKILL cannot clean up: this test does
       if (!before.count(d)) fs::remove_all(d);
   }
@@ -333,6 +350,7 @@ TEST_CASE("validate cleans up after SIGTERM and takes mpirun down with it on SIG
 TEST_CASE("validate names the SIGSTOPped rank as the stalled one", "[validate][signals]") {
   for (int stopped : {0, 1}) {
     INFO("stopped rank " << stopped);
+    const auto started = std::filesystem::file_time_type::clock::now();
     const std::string seed = "4243" + std::to_string(stopped + 1);
     const std::string err = "/tmp/paraplan-sigstop-" + seed + ".err";
     // Start a long run, find the rank's process by its MPI rank, stop it; the
@@ -353,6 +371,7 @@ TEST_CASE("validate names the SIGSTOPped rank as the stalled one", "[validate][s
     // No rank outlives the run, the stopped one included.
     const std::string alive = "pgrep -f -- '--seed [" + seed.substr(0, 1) + "]" + seed.substr(1) + "' >/dev/null";
     CHECK(std::system(alive.c_str()) != 0);
+    CHECK(shm_segments_since(started) == 0);  // nothing left in /dev/shm either (issue 46)
     std::remove(err.c_str());
     std::remove((err + ".rc").c_str());
   }
