@@ -503,6 +503,11 @@ Draft from_deepspeed(const std::string& path, Spec* spec) {
       std::int64_t n = 0;
       if (is_auto(*rb)) n = std::int64_t(spec->model.hidden_size) * spec->model.hidden_size;
       else if (rb->is_number() && rb->get<double>() >= 1 && rb->get<double>() <= 1e15) n = std::int64_t(rb->get<double>());
+      else if (rb->is_number() && rb->get<double>() == 0)
+        // DeepSpeed's schema allows 0 (ge=0): every gradient tensor then flushes the bucket before it, one
+        // reduction per tensor (stage_1_and_2.py), which the bucket-size model does not express.
+        fail(path, "zero_optimization.reduce_bucket_size",
+             "0 (one reduction per gradient tensor) is not modelled; expected a positive number of elements or \"auto\"");
       else fail(path, "zero_optimization.reduce_bucket_size", "expected a positive number of elements or \"auto\", got " + rb->dump());
       spec->training.grad_bucket_params = n;
       spec->training.grad_bucket_params_given = true;
@@ -523,6 +528,16 @@ Draft from_deepspeed(const std::string& path, Spec* spec) {
         fail(path, field + ".device", "expected a string (\"none\", \"cpu\" or \"nvme\"), got " + dev->dump());
       if (dev != o->end() && dev->get<std::string>() != "none")
         fail(path, field, "CPU/NVMe offload is not modelled; expected device \"none\"");
+    }
+  }
+  // DeepSpeed AutoTP (deepspeedai/DeepSpeed deepspeed/runtime/tensor_parallel/config.py, TPTrainingConfig.
+  // autotp_size): linear layers split by columns and rows with an all-reduce, Megatron's tensor
+  // parallelism without sequence parallelism. Issue 46: it was read as tp = 1.
+  if (auto tpc = j.find("tensor_parallel"); tpc != j.end()) {
+    if (!tpc->is_object()) fail(path, "tensor_parallel", "expected an object");
+    if (auto a = tpc->find("autotp_size"); a != tpc->end() && !is_auto(*a)) {
+      d.l.tp = pos_int(*a, "tensor_parallel.autotp_size", 1), d.set.tp = true;
+      if (d.l.tp > kMaxGpus) fail(path, "tensor_parallel.autotp_size", "expected at most " + std::to_string(kMaxGpus));
     }
   }
   if (auto mb = j.find("train_micro_batch_size_per_gpu"); mb != j.end() && !is_auto(*mb))

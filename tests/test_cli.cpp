@@ -530,6 +530,9 @@ TEST_CASE("malformed or missing DeepSpeed configs", "[cli][errors][deepspeed]") 
       {"stage 4", ds("{\"zero_optimization\": {\"stage\": 4}}\n"), args, 2,
        {"@DIR@/ds.json: zero_optimization.stage: ", "0-3"}},
       // Issue 46: the last of two values was taken in silence.
+      {"reduce_bucket_size 0 (allowed by DeepSpeed's schema, not expressible here)",
+       ds("{\"zero_optimization\": {\"stage\": 2, \"reduce_bucket_size\": 0}}\n"), args, 2,
+       {"@DIR@/ds.json: zero_optimization.reduce_bucket_size: ", "0 (one reduction per gradient tensor) is not modelled"}},
       {"a key given twice", ds("{\"zero_optimization\": {\"stage\": 1, \"stage\": 3}}\n"), args, 2,
        {"@DIR@/ds.json: zero_optimization.stage: ", "key given twice in one object"}},
       {"micro batch 0", ds("{\"train_micro_batch_size_per_gpu\": 0}\n"), args, 2,

@@ -312,6 +312,22 @@ TEST_CASE("DeepSpeed's BF16_Optimizer: ZeRO-1 with fp32 accumulation keeps a who
   std::remove(path.c_str());
 }
 
+TEST_CASE("DeepSpeed config: tensor_parallel.autotp_size is the tp size (issue 46: it was read as 1)",
+          "[layout][deepspeed]") {
+  Spec s = test::spec_for(test::model("llama-2-7b"), 8, 4096, 64);
+  s.training.framework = Framework::kDeepSpeed;
+  const std::string path = "/tmp/paraplan_test_ds_autotp.json";
+  std::ofstream(path) << R"({"train_micro_batch_size_per_gpu": 1, "tensor_parallel": {"autotp_size": 4},
+    "zero_optimization": {"stage": 1}, "bf16": {"enabled": true}})";
+  LayoutRequest r;
+  r.deepspeed_config = path;
+  const Layout l = layout_from_sources(&s, "spec.yaml", r);
+  CHECK(l.tp == 4);
+  CHECK(l.dp == 2);  // 8 GPUs / tp 4
+  CHECK(!l.sp);
+  std::remove(path.c_str());
+}
+
 TEST_CASE("DeepSpeed config gives zero stage, micro-batch and batch", "[layout][deepspeed]") {
   Spec s = test::spec_for(test::model("llama-2-7b"), 8, 4096, 64);
   const std::string path = "/tmp/paraplan_test_ds.json";
