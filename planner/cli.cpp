@@ -130,11 +130,16 @@ Loaded load(LayoutOptions& o) {
   o.req.ignored_flags = &r.ignored_flags;
   r.layout = layout_from_sources(&r.spec, o.in.spec.empty() ? "--layout" : o.in.spec, o.req);
   o.req.ignored_flags = nullptr;
-  // A launch configuration may have set what paraplan would have defaulted.
-  if (r.defaults.contains("seq_length") && r.defaults["seq_length"] != r.spec.training.seq_length)
+  // A launch configuration may have set what paraplan would have defaulted: then it is no default,
+  // even at the default's value (issue 46: --bf16 and train_batch_size were listed as defaults).
+  const Training& t = r.spec.training;
+  if (t.seq_length_given || (r.defaults.contains("seq_length") && r.defaults["seq_length"] != t.seq_length))
     r.defaults.erase("seq_length");
-  if (r.defaults.contains("global_batch_size") && r.defaults["global_batch_size"] != r.spec.training.global_batch_size)
+  if (t.global_batch_size_given ||
+      (r.defaults.contains("global_batch_size") && r.defaults["global_batch_size"] != t.global_batch_size))
     r.defaults.erase("global_batch_size");
+  if (t.precision_given || (r.defaults.contains("precision") && r.defaults["precision"] != dtype_name(t.precision)))
+    r.defaults.erase("precision");
   return r;
 }
 

@@ -253,8 +253,13 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
       else if (v == "selective") d.l.recompute = Recompute::kSelective;
       else fail(src, flag, "expected full or selective, got '" + v + "'");
       d.set.recompute = true;
-    } else if (flag == "--global-batch-size") spec->training.global_batch_size = capped_int(src, flag, val(), kMaxBatch);
-    else if (flag == "--seq-length") spec->training.seq_length = capped_int(src, flag, val(), kMaxSeq);
+    } else if (flag == "--global-batch-size") {
+      spec->training.global_batch_size = capped_int(src, flag, val(), kMaxBatch);
+      spec->training.global_batch_size_given = true;  // not a default any more (the report's header)
+    } else if (flag == "--seq-length") {
+      spec->training.seq_length = capped_int(src, flag, val(), kMaxSeq);
+      spec->training.seq_length_given = true;
+    }
     else if (flag == "--grad-reduce-in-bf16") grad_reduce_bf16 = true;
     else if (flag == "--overlap-grad-reduce") overlap_grad_reduce = true;
     else if (flag == "--overlap-param-gather") overlap_param_gather = true;  // needs --overlap-grad-reduce in Megatron
@@ -312,8 +317,9 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
       if (!spec->cluster.gpu.bf16)
         fail(src, flag, no_bf16_reason(spec->cluster.gpu) + "; use --fp16");
       set_precision(&spec->training, DType::kBf16);
+      spec->training.precision_given = true;
     }
-    else if (flag == "--fp16") set_precision(&spec->training, DType::kFp16);
+    else if (flag == "--fp16") set_precision(&spec->training, DType::kFp16), spec->training.precision_given = true;
     else if (flag == "--num-layers") model_must_match(spec->model.num_layers, "num_layers");
     else if (flag == "--hidden-size") model_must_match(spec->model.hidden_size, "hidden_size");
     else if (flag == "--num-attention-heads") model_must_match(spec->model.num_attention_heads, "num_attention_heads");
@@ -553,7 +559,10 @@ Draft from_deepspeed(const std::string& path, Spec* spec) {
       fail(path, std::string(prec) + ".enabled", "expected true, false or \"auto\", got " + en->dump());
     if (en->get<bool>() && std::string(prec) == "bf16" && !spec->cluster.gpu.bf16)
       fail(path, "bf16.enabled", no_bf16_reason(spec->cluster.gpu) + "; use fp16");
-    if (en->get<bool>()) set_precision(&spec->training, std::string(prec) == "bf16" ? DType::kBf16 : DType::kFp16);
+    if (en->get<bool>()) {
+      set_precision(&spec->training, std::string(prec) == "bf16" ? DType::kBf16 : DType::kFp16);
+      spec->training.precision_given = true;
+    }
   }
   // A dtype string of the config: "fp32", "bf16" or "fp16".
   auto dtype_value = [&](const auto& v, const char* field) {
@@ -583,7 +592,7 @@ Draft from_deepspeed(const std::string& path, Spec* spec) {
     spec->training.grad_reduce_dtype_given = true;
   }
   if (auto tb = j.find("train_batch_size"); tb != j.end() && !is_auto(*tb))
-    spec->training.global_batch_size = pos_int(*tb, "train_batch_size", 1);
+    spec->training.global_batch_size = pos_int(*tb, "train_batch_size", 1), spec->training.global_batch_size_given = true;
   if (spec->training.global_batch_size > kMaxBatch)
     fail(path, "train_batch_size", "expected at most " + std::to_string(kMaxBatch));
   else if (auto ga = j.find("gradient_accumulation_steps");
@@ -688,6 +697,7 @@ Layout layout_from_sources(Spec* spec, const std::string& spec_file, const Layou
            "train_micro_batch_size_per_gpu x gradient_accumulation_steps x dp = " + std::to_string(gbs) +
                " sequences; expected at most " + std::to_string(kMaxBatch));
     spec->training.global_batch_size = int(gbs);
+    spec->training.global_batch_size_given = true;
   }
   if (auto p = resolve_layout(*spec, &l, /*check_tp_span=*/false))
     fail(spec_file, "layout." + p->field, p->message);
