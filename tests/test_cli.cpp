@@ -1081,34 +1081,27 @@ TEST_CASE("check warns where a layout fits only if the allocator flushes, and --
 TEST_CASE("the defaults header lists only what was defaulted, not values a launch configuration gave (issue 46)",
           "[cli][precision]") {
   TempDir dir;
+  // check's JSON "defaults" for Llama-2-7B on 8 H100 with one launch configuration.
+  const auto defaults = [&](const char* flag, const std::string& value) {
+    const Result r = run_paraplan({"check", "--model", "llama-2-7b", "--gpus", "8", "--gpu", "h100", flag, value,
+                                   "--format", "json"},
+                                  dir.path());
+    INFO(r.err);
+    REQUIRE((r.code == 0 || r.code == 1));
+    return json::parse(r.out).at("defaults");
+  };
   // --bf16 and --global-batch-size at the very values paraplan would choose (bf16; 4 Mi tokens / 4096 = 1024):
   // given, so not defaults. The sequence is still the default.
-  const Result m = run_paraplan({"check", "--model", "llama-2-7b", "--gpus", "8", "--gpu", "h100", "--megatron-args",
-                                 "--tensor-model-parallel-size 2 --bf16 --global-batch-size 1024", "--format", "json"},
-                                dir.path());
-  INFO(m.err);
-  REQUIRE((m.code == 0 || m.code == 1));
-  const json jm = json::parse(m.out);
-  CHECK_FALSE(jm.at("defaults").contains("precision"));
-  CHECK_FALSE(jm.at("defaults").contains("global_batch_size"));
-  CHECK(jm.at("defaults").at("seq_length") == 4096);
+  const json m = defaults("--megatron-args", "--tensor-model-parallel-size 2 --bf16 --global-batch-size 1024");
+  CHECK_FALSE(m.contains("precision"));
+  CHECK_FALSE(m.contains("global_batch_size"));
+  CHECK(m.at("seq_length") == 4096);
   // --fp16 is said as given, not "precision bf16 (default)".
-  const Result f = run_paraplan({"check", "--model", "llama-2-7b", "--gpus", "8", "--gpu", "h100", "--megatron-args",
-                                 "--tensor-model-parallel-size 2 --fp16", "--format", "json"},
-                                dir.path());
-  REQUIRE((f.code == 0 || f.code == 1));
-  CHECK_FALSE(json::parse(f.out).at("defaults").contains("precision"));
+  CHECK_FALSE(defaults("--megatron-args", "--tensor-model-parallel-size 2 --fp16").contains("precision"));
   // A DeepSpeed train_batch_size equal to the default batch is given too.
-  {
-    std::ofstream ds(dir.path() / "ds.json");
-    ds << R"({"train_batch_size": 1024, "train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 1}})";
-  }
-  const Result d = run_paraplan({"check", "--model", "llama-2-7b", "--gpus", "8", "--gpu", "h100", "--deepspeed-config",
-                                 "@DIR@/ds.json", "--format", "json"},
-                                dir.path());
-  INFO(d.err);
-  REQUIRE((d.code == 0 || d.code == 1));
-  CHECK_FALSE(json::parse(d.out).at("defaults").contains("global_batch_size"));
+  std::ofstream(dir.path() / "ds.json") << R"({"train_batch_size": 1024, "train_micro_batch_size_per_gpu": 1,
+                                               "zero_optimization": {"stage": 1}})";
+  CHECK_FALSE(defaults("--deepspeed-config", "@DIR@/ds.json").contains("global_batch_size"));
 }
 
 TEST_CASE("BF16 on a GPU without BF16 (V100) is refused, naming the key or flag, and fp16 is its default",
