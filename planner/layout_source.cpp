@@ -74,7 +74,7 @@ int capped_int(const std::string& src, const std::string& flag, const std::strin
 
 // The Megatron-LM flags paraplan reads (each changes memory or time).
 constexpr const char* kReadMegatronFlags[] = {
-    "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--virtual-pipeline-model-parallel-size",
+    "--tensor-model-parallel-size", "--pipeline-model-parallel-size",
     "--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank",
     "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
     "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split", "--sequence-parallel",
@@ -143,6 +143,59 @@ std::string looks_like_read_flag(const std::string& f) {
   return !best.empty() ? best : keyword ? nearest : "";
 }
 
+// TransformerConfig fields that Megatron-LM's parser excludes, under "no CLI argument exists for these" and
+// "deprecated and no CLI arg exists" (NVIDIA/Megatron-LM@d98e8a64 megatron/training/arguments.py:2307-2349,
+// _add_network_size_args' exclude list; none has an add_argument of its own): such a "flag" fails at
+// launch, so it is refused here (issue 46: --virtual-pipeline-model-parallel-size, --cpu-offloading were
+// accepted). The generated kMegatronFlags lists every dataclass field, these included.
+constexpr const char* kMegatronConfigOnly[] = {
+    "--virtual-pipeline-model-parallel-size",
+    "--params-dtype",
+    "--enable-autocast",
+    "--autocast-dtype",
+    "--num-microbatches-with-partial-activation-checkpoints",
+    "--tp-comm-overlap-disable-qkv",
+    "--tp-comm-overlap-disable-fc1",
+    "--pipeline-dtype",
+    "--variable-seq-lengths",
+    "--batch-p2p-comm",
+    "--batch-p2p-sync",
+    "--deallocate-pipeline-outputs",
+    "--cpu-offloading",
+    "--cpu-offloading-activations",
+    "--cpu-offloading-weights",
+    "--cpu-offloading-double-buffering",
+    "--num-layers-in-first-pipeline-stage",
+    "--num-layers-in-last-pipeline-stage",
+    "--softmax-scale",
+    "--gated-linear-unit",
+    "--bias-activation-fusion",
+    "--activation-func-fp8-input-store",
+    "--test-mode",
+    "--memory-efficient-layer-norm",
+    "--fused-single-qkv-rope",
+    "--fp8-dot-product-attention",
+    "--fp8-multi-head-attention",
+    "--tp-only-amax-red",
+    "--use-kitchen",
+    "--moe-token-dropping",
+    "--cuda-graph-use-single-mempool",
+    "--cuda-graph-retain-backward-graph",
+    "--disable-parameter-transpose-cache",
+    "--inference-sampling-seed",
+    "--use-inference-optimized-layers",
+    "--heterogeneous-block-specs",
+    "--hetereogenous-dist-checkpoint",
+    "--quant-recipe",
+    "--tp-comm-atomic-ag",
+    "--tp-comm-atomic-rs",
+    "--moe-router-topk-limited-devices"};
+
+bool is_config_only_field(const std::string& flag) {
+  return std::find_if(std::begin(kMegatronConfigOnly), std::end(kMegatronConfigOnly),
+                      [&](const char* f) { return flag == f; }) != std::end(kMegatronConfigOnly);
+}
+
 Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string>* ignored) {
   const std::string src = "--megatron-args";
   Draft d{Layout{}, {}, src};
@@ -162,6 +215,13 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
     const size_t eq = flag.find('=');
     bool inline_value = eq != std::string::npos;
     if (inline_value) value = flag.substr(eq + 1), flag = flag.substr(0, eq);
+    if (is_config_only_field(flag))
+      fail(src, flag,
+           std::string("not a command-line flag of Megatron-LM@") + kMegatronCommit +
+               ": a TransformerConfig field its parser excludes (arguments.py:2307-2349), so the launch would fail" +
+               (flag == "--virtual-pipeline-model-parallel-size"
+                    ? "; use --num-virtual-stages-per-pipeline-rank or --num-layers-per-virtual-pipeline-stage"
+                    : ""));
     if (!is_read_flag(flag)) {
       // Megatron's argparse refuses a flag it does not know; paraplan refuses
       // one that looks like a layout, batch, recompute or precision flag, so
@@ -203,7 +263,6 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
     };
     if (flag == "--tensor-model-parallel-size") d.l.tp = capped_int(src, flag, val(), kMaxGpus), d.set.tp = true;
     else if (flag == "--pipeline-model-parallel-size") d.l.pp = capped_int(src, flag, val(), kMaxGpus), d.set.pp = true;
-    else if (flag == "--virtual-pipeline-model-parallel-size") d.l.vpp = capped_int(src, flag, val(), kMaxLayers), d.set.vpp = true;
     else if (flag == "--num-layers-per-virtual-pipeline-stage") vpp_layers = to_pos_int(src, flag, val(), 1);
     else if (flag == "--num-virtual-stages-per-pipeline-rank")
       d.l.vpp = capped_int(src, flag, val(), kMaxLayers), d.set.vpp = true;

@@ -399,6 +399,13 @@ TEST_CASE("malformed --layout strings", "[cli][errors][layout]") {
 TEST_CASE("malformed --megatron-args", "[cli][errors][megatron]") {
   const Files b = base_files();
   run_error_cases({
+      // Issue 46: config fields Megatron-LM's parser excludes (arguments.py:2307-2349) were accepted as flags.
+      {"a TransformerConfig field that is no flag", b,
+       check_with({"--megatron-args", "--pipeline-model-parallel-size 2 --virtual-pipeline-model-parallel-size 2"}), 2,
+       {"--megatron-args: --virtual-pipeline-model-parallel-size: ", "not a command-line flag of Megatron-LM@d98e8a64",
+        "use --num-virtual-stages-per-pipeline-rank"}},
+      {"--cpu-offloading", b, check_with({"--megatron-args", "--cpu-offloading"}), 2,
+       {"--megatron-args: --cpu-offloading: ", "a TransformerConfig field its parser excludes"}},
       {"non-integer size", b, check_with({"--megatron-args", "--tensor-model-parallel-size two"}), 2,
        {"--megatron-args: --tensor-model-parallel-size: ", "expected a positive integer", "'two'"}},
       {"zero size", b, check_with({"--megatron-args", "--pipeline-model-parallel-size 0"}), 2,
