@@ -100,6 +100,7 @@ struct Loaded {
   Layout layout;
   Format format;
   std::vector<std::string> ignored_flags;  // Megatron flags paraplan does not read
+  std::vector<std::string> framework_defaults;  // what the launch configuration's framework defaulted
 };
 
 // -v: the launch flags that did not change the prediction, on stderr.
@@ -128,8 +129,11 @@ Loaded load(LayoutOptions& o) {
   if (o.framework_opt->count() || o.emit_framework || o.deepspeed_opt->count() || o.megatron_opt->count())
     r.defaults.erase("framework");
   o.req.ignored_flags = &r.ignored_flags;
+  o.req.framework_defaults = &r.framework_defaults;
   r.layout = layout_from_sources(&r.spec, o.in.spec.empty() ? "--layout" : o.in.spec, o.req);
   o.req.ignored_flags = nullptr;
+  o.req.framework_defaults = nullptr;
+  if (!r.framework_defaults.empty()) r.defaults["framework_defaults"] = r.framework_defaults;
   // A launch configuration may have set what paraplan would have defaulted: then it is no default,
   // even at the default's value (issue 46: --bf16 and train_batch_size were listed as defaults).
   const Training& t = r.spec.training;

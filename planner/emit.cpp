@@ -129,6 +129,9 @@ Emitted emit_launch(EmitTarget t, const Spec& s, const Layout& l) {
     o += fmt::format(" --micro-batch-size {} --global-batch-size {} --seq-length {}", l.mbs, tr.global_batch_size,
                      tr.seq_length);
     if (const char* p = precision_flag(tr.precision); *p) o += std::string(" ") + p;
+    // Always written: without them Megatron trains with dropout 0.1 (transformer_config.py:188, 191), a
+    // different run from the one predicted for a model without dropout (issue 46).
+    o += fmt::format(" --attention-dropout {:g} --hidden-dropout {:g}", s.model.attention_dropout, s.model.hidden_dropout);
     // Megatron keeps fp32 main_grads unless told (grad_dtype_given: the megatron profile's rule).
     if (tr.grad_dtype_given && tr.grad_dtype == DType::kBf16 && tr.precision == DType::kBf16) o += " --grad-reduce-in-bf16";
     if (tr.fp8) o += " --fp8-format hybrid";
@@ -145,6 +148,21 @@ Emitted emit_launch(EmitTarget t, const Spec& s, const Layout& l) {
     if (tr.deterministic && !tr.cross_entropy_fusion && !(tr.tp_comm_overlap && l.sp)) o += " --deterministic-mode";
     e.text = o + "\n";
     e.notes.push_back(fmt::format("launch on {} GPUs: Megatron-LM derives dp = GPUs / (tp x pp x cp) = {}", gpus, l.dp));
+    // NVIDIA/Megatron-LM@d98e8a64 megatron/training/arguments.py:1453-1477: with tp or cp > 1 on GPUs before
+    // Blackwell (compute capability < 10) Megatron asserts CUDA_DEVICE_MAX_CONNECTIONS=1, except beside
+    // Megatron-FSDP (or EP overlap), where it only warns that FSDP wants more connections.
+    if (l.tp > 1 || l.cp > 1) {
+      if (l.zero >= 2)
+        e.notes.push_back("environment: Megatron-FSDP with tp/cp > 1: Megatron-LM warns that sequence parallelism wants "
+                          "CUDA_DEVICE_MAX_CONNECTIONS=1 and FSDP wants it unset (arguments.py:1456-1464); before "
+                          "Blackwell pick one");
+      else
+        e.notes.push_back("environment: export CUDA_DEVICE_MAX_CONNECTIONS=1 (Megatron-LM asserts it with tp or cp > 1 "
+                          "on GPUs before Blackwell, arguments.py:1475-1478)");
+    } else if (l.zero >= 2) {
+      e.notes.push_back("environment: leave CUDA_DEVICE_MAX_CONNECTIONS unset (Megatron-FSDP overlaps its collectives on "
+                        "several connections; arguments.py:1456-1464)");
+    }
     return e;
   }
   if (t == EmitTarget::kDeepSpeed) {

@@ -1,6 +1,7 @@
 #include "planner/layout_source.hpp"
 
 #include <cstdlib>
+#include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
@@ -89,7 +90,7 @@ constexpr const char* kReadMegatronFlags[] = {
     "--num-attention-heads", "--ffn-hidden-size", "--num-query-groups", "--swiglu", "--squared-relu",
     "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--add-qkv-bias", "--normalization",
     "--position-embedding-type", "--no-gradient-accumulation-fusion", "--cross-entropy-loss-fusion", "--tp-comm-overlap", "--use-megatron-fsdp",
-    "--data-parallel-sharding-strategy"};
+    "--data-parallel-sharding-strategy", "--attention-dropout", "--hidden-dropout"};
 
 bool is_read_flag(const std::string& f) {
   for (const char* k : kReadMegatronFlags)
@@ -196,7 +197,8 @@ bool is_config_only_field(const std::string& flag) {
                       [&](const char* f) { return flag == f; }) != std::end(kMegatronConfigOnly);
 }
 
-Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string>* ignored) {
+Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string>* ignored,
+                    std::vector<std::string>* framework_defaults) {
   const std::string src = "--megatron-args";
   Draft d{Layout{}, {}, src};
   const auto args = split_args(text);
@@ -208,6 +210,7 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
   bool grad_reduce_bf16 = false, overlap_grad_reduce = false, fp8_param_gather = false, tp_comm_overlap = false,
        overlap_param_gather = false;
   bool megatron_fsdp = false, local_impl = false, attention_given = false;
+  bool attention_dropout_given = false, hidden_dropout_given = false;
   int fsdp_zero = 3;  // --data-parallel-sharding-strategy's default optim_grads_params (arguments.py:3190)
   for (size_t i = 0; i < args.size(); ++i) {
     std::string flag = args[i], value;
@@ -435,11 +438,33 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
       spec->training.moe_capacity_factor = x > 0 ? x : 0;
     } else if (flag == "--moe-pad-expert-input-to-capacity") spec->training.moe_pad_to_capacity = true;
     else if (flag == "--moe-grouped-gemm") spec->training.moe_grouped_gemm = true;
+    else if (flag == "--attention-dropout" || flag == "--hidden-dropout") {
+      // A probability (argparse type=float); Megatron asserts nothing, torch's dropout refuses p outside [0, 1].
+      const std::string& v = val();
+      char* end = nullptr;
+      const double p = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end || !(p >= 0 && p < 1)) fail(src, flag, "expected a probability in [0, 1), got '" + v + "'");
+      if (flag == "--attention-dropout") spec->model.attention_dropout = p, attention_dropout_given = true;
+      else spec->model.hidden_dropout = p, hidden_dropout_given = true;
+    }
     // Random router logits for benchmarks (moe/router.py:861-863): every expert rank gets the mean share.
     else if (flag == "--moe-router-force-load-balancing") spec->training.moe_load_imbalance = 1.0;
     // Every other Megatron flag does not change the memory layout: ignored.
   }
   if (local_impl && !attention_given) spec->training.flash_attention = false;
+  // Megatron trains with dropout unless told otherwise: hidden_dropout = attention_dropout = 0.1
+  // (NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/transformer_config.py:188, 191; the flags'
+  // defaults come from the dataclass, arguments.py _add_network_size_args). A Megatron command line without
+  // them launches that run, whatever the model's own config says (issue 46), and the report says so.
+  for (auto [given, p, name] : {std::tuple{attention_dropout_given, &spec->model.attention_dropout, "attention_dropout"},
+                                std::tuple{hidden_dropout_given, &spec->model.hidden_dropout, "hidden_dropout"}}) {
+    if (given) continue;
+    if (framework_defaults && *p != 0.1)
+      framework_defaults->push_back(fmt::format("{} 0.1 (Megatron-LM's default without --{}, transformer_config.py:{})",
+                                                name, name == std::string("attention_dropout") ? "attention-dropout" : "hidden-dropout",
+                                                name == std::string("attention_dropout") ? 191 : 188));
+    *p = 0.1;
+  }
   // Megatron accumulates and reduces gradients in fp32 unless
   // --grad-reduce-in-bf16 (arguments.py:1213-1217), and overlaps the DP
   // reduction only with --overlap-grad-reduce (default off).
@@ -733,7 +758,7 @@ Layout layout_from_sources(Spec* spec, const std::string& spec_file, const Layou
     }
     merge(&d, s);
   }
-  if (req.megatron_args) merge(&d, from_megatron(*req.megatron_args, spec, req.ignored_flags));
+  if (req.megatron_args) merge(&d, from_megatron(*req.megatron_args, spec, req.ignored_flags, req.framework_defaults));
   int ds_accumulation = 0;
   if (req.deepspeed_config) {
     const Draft ds = from_deepspeed(*req.deepspeed_config, spec);

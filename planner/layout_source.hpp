@@ -18,6 +18,9 @@ struct LayoutRequest {
   // When set, receives the Megatron flags paraplan does not read (the model
   // it predicts does not depend on them), for -v.
   std::vector<std::string>* ignored_flags = nullptr;
+  // When set, receives the values a launch configuration's framework defaults where the configuration is
+  // silent and the model said otherwise (Megatron's dropout 0.1), for the report's defaults line.
+  std::vector<std::string>* framework_defaults = nullptr;
 };
 
 // Builds the layout, lets the sources override the spec's training settings

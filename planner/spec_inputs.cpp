@@ -159,6 +159,8 @@ std::string defaults_text(const nlohmann::json& d) {
   if (d.contains("optimizer")) add("optimizer " + d["optimizer"].get<std::string>());
   if (d.contains("framework")) add("framework " + d["framework"].get<std::string>() + " (--framework)");
   if (d.contains("memory_headroom")) add(fmt::format("memory headroom {:g}%", 100 * d["memory_headroom"].get<double>()));
+  if (d.contains("framework_defaults"))
+    for (const auto& f : d["framework_defaults"]) add(f.get<std::string>());
   return "defaults used: " + o;
 }
 

@@ -64,7 +64,8 @@ inline Layout published_llama3_fp8_run(const PublishedLlama3Fp8& p, Spec* s, std
   const std::string common =
       " --micro-batch-size 1 --seq-length 8192 --bf16 --fp8-format hybrid --fp8-amax-history-len 1024 "
       "--fp8-amax-compute-algo max --fp8-param-gather --grad-reduce-in-bf16 --cross-entropy-loss-fusion "
-      "--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --attention-backend fused";
+      "--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --attention-backend fused "
+      "--attention-dropout 0.0 --hidden-dropout 0.0";  // the script's lines 69-70
   *s = Spec{};
   s->model = model(p.model);
   s->cluster = cluster("dgx-h100");

@@ -490,7 +490,8 @@ TEST_CASE("explain and check take --seq-length and --global-batch-size, as Megat
                                  "128", "--layout", "tp=8,cp=16,pp=16,sp=1,zero=1,recompute=full,mbs=1,first_stage_layers=7,last_stage_layers=7"},
                                 dir.path());
   const Result b = run_paraplan({"check", spec, "--format", "json", "--layout", "tp=8,cp=16,pp=16,sp=1,zero=1,recompute=full,mbs=1,first_stage_layers=7,last_stage_layers=7",
-                                 "--megatron-args", "--seq-length 131072 --global-batch-size 128 --overlap-grad-reduce --overlap-param-gather"},
+                                 "--megatron-args", "--seq-length 131072 --global-batch-size 128 --overlap-grad-reduce --overlap-param-gather "
+                                 "--attention-dropout 0 --hidden-dropout 0"},  // the model has none; Megatron's default is 0.1
                                 dir.path());
   INFO(a.err << b.err);
   REQUIRE(a.code == 0);
@@ -813,6 +814,36 @@ TEST_CASE("explain --formulas --format json: the terms add up to the stage", "[c
 
 // ==== layout sources agree ======================================================
 
+TEST_CASE("a Megatron command line without the dropout flags trains with Megatron's dropout 0.1, and says so",
+          "[cli][megatron]") {
+  // NVIDIA/Megatron-LM@d98e8a64 transformer_config.py:188, 191: hidden_dropout = attention_dropout = 0.1. The
+  // example's model (Llama-2-7B, seq 4096) has none; a line without the flags launches a run with dropout.
+  TempDir dir;
+  const std::string line = "--tensor-model-parallel-size 2 --micro-batch-size 1";
+  const Result with = run_paraplan({"explain", kLlama2Example, "--formulas", "--megatron-args", line}, dir.path());
+  REQUIRE(with.code == 0);
+  CHECK_THAT(with.out, Catch::Matchers::Contains("attention_dropout 0.1 (Megatron-LM's default without --attention-dropout"));
+  CHECK_THAT(with.out, Catch::Matchers::Contains("hidden_dropout 0.1 (Megatron-LM's default without --hidden-dropout"));
+  // The embedding's dropout mask, 1 byte per element of [s, b, h]: 4096 x 1 x 4096 B = 16 MiB = 0.016 GiB.
+  CHECK_THAT(with.out, Catch::Matchers::Contains("embedding dropout masks              1 in flight x 16.0 MiB = 0.016 GiB"));
+  const Result without = run_paraplan({"explain", kLlama2Example, "--megatron-args",
+                                       line + " --attention-dropout 0 --hidden-dropout 0"}, dir.path());
+  REQUIRE(without.code == 0);
+  CHECK_THAT(without.out, !Catch::Matchers::Contains("dropout masks") && !Catch::Matchers::Contains("Megatron-LM's default"));
+  const json j = run_json({}, {"check", kLlama2Example, "--format", "json", "--megatron-args", line});
+  CHECK(j.at("defaults").at("framework_defaults").size() == 2);
+  // Out of range: a one-line error naming the flag.
+  const Result bad = run_paraplan({"check", kLlama2Example, "--megatron-args", line + " --hidden-dropout 1.5"}, dir.path());
+  CHECK(bad.code == 2);
+  CHECK_THAT(bad.err, Catch::Matchers::Contains("--hidden-dropout: expected a probability in [0, 1), got '1.5'"));
+  // --emit megatron writes the model's dropout, so the emitted line launches the run predicted.
+  const Result e = run_paraplan({"explain", kLlama2Example, "--layout", "tp=2,mbs=1", "--emit", "megatron"}, dir.path());
+  REQUIRE(e.code == 0);
+  CHECK_THAT(e.out, Catch::Matchers::Contains("--attention-dropout 0 --hidden-dropout 0"));
+  // and the environment Megatron asserts with tp > 1 before Blackwell (arguments.py:1475-1478).
+  CHECK_THAT(e.err, Catch::Matchers::Contains("export CUDA_DEVICE_MAX_CONNECTIONS=1"));
+}
+
 TEST_CASE("Megatron-LM arguments give the same report as the equivalent --layout", "[cli][megatron]") {
   struct Equiv {
     const char* megatron;
@@ -840,7 +871,9 @@ TEST_CASE("Megatron-LM arguments give the same report as the equivalent --layout
   };
   for (const Equiv& c : cases) {
     INFO(c.megatron << "  vs  " << c.layout);
-    const json m = run_json({}, {"check", kLlama2Example, "--format", "json", "--megatron-args", c.megatron});
+    // Megatron trains with dropout 0.1 unless told (transformer_config.py:188, 191); the example's model has none.
+    const json m = run_json({}, {"check", kLlama2Example, "--format", "json", "--megatron-args",
+                                 std::string(c.megatron) + " --attention-dropout 0.0 --hidden-dropout 0.0"});
     const json l = run_json({}, {"check", kLlama2Example, "--format", "json", "--layout", c.layout});
     CHECK(m.at("peak_memory_bytes") == l.at("peak_memory_bytes"));
     CHECK(m == l);
@@ -849,7 +882,7 @@ TEST_CASE("Megatron-LM arguments give the same report as the equivalent --layout
   // parameters after the step (Megatron's default): the same memory, more exposed DP time.
   const json sync = run_json({}, {"check", kLlama2Example, "--format", "json", "--megatron-args",
                                   "--tensor-model-parallel-size 2 --use-distributed-optimizer --micro-batch-size 1 "
-                                  "--overlap-grad-reduce"});
+                                  "--overlap-grad-reduce --attention-dropout 0 --hidden-dropout 0"});
   const json over = run_json({}, {"check", kLlama2Example, "--format", "json", "--layout", "tp=2,pp=1,zero=1,mbs=1"});
   CHECK(sync.at("peak_memory_bytes") == over.at("peak_memory_bytes"));
   CHECK(sync.at("time").at("dp_comm_s").get<double>() > over.at("time").at("dp_comm_s").get<double>());
