@@ -611,9 +611,23 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
     out.add(Category::kComm, "IPG reduce bucket", bucket_size * wbytes, [&] {
       return fmt::format("reduce_bucket_size {} x {} B", count(bucket_size), wbytes);
     }, prof.bucket);
-  if (l.sp && prof.sp_gather_buffer_persistent) {
-    const std::int64_t gather = a.s * a.b * m.hidden_size * a.act_bytes;
-    out.add(Category::kComm, "sequence-parallel all-gather buffer", gather, [&] {
+  // Megatron's allgather MoE dispatcher gathers the etp x ep group's tokens into the same persistent "mpu"
+  // buffer (NVIDIA/Megatron-LM@d98e8a64 moe/token_dispatcher.py:299-301, use_global_buffer=True;
+  // tensor_parallel/mappings.py:142-150; GlobalMemoryBuffer keeps one tensor per name and dtype, grown to the
+  // largest request): the buffer is the larger of the two gathers.
+  const std::int64_t moe_group = std::int64_t(l.ep) * l.expert_tp();
+  const bool moe_gather = t.moe_dispatcher == Training::MoeDispatcher::kAllGather && sp.moe_layers > 0 &&
+                          moe_group > 1 && t.framework == Framework::kMegatron;
+  const std::int64_t moe_gathered = moe_gather ? a.s * a.b / (l.sp ? l.tp : 1) * moe_group * m.hidden_size * a.act_bytes : 0;
+  const std::int64_t sp_gathered = l.sp && prof.sp_gather_buffer_persistent ? a.s * a.b * m.hidden_size * a.act_bytes : 0;
+  if (moe_gathered > sp_gathered) {
+    out.add(Category::kComm, "MoE all-gather dispatch buffer", moe_gathered, [&] {
+      return fmt::format("{} B x s {} / tp {} x b {} x etp*ep {} x h {}", a.act_bytes, a.s, l.sp ? l.tp : 1, a.b,
+                         moe_group, m.hidden_size);
+    }, "NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/moe/token_dispatcher.py:299-301 (use_global_buffer), "
+       "megatron/core/tensor_parallel/mappings.py:142-150 (get_global_memory_buffer().get_tensor(..., \"mpu\"))");
+  } else if (sp_gathered > 0) {
+    out.add(Category::kComm, "sequence-parallel all-gather buffer", sp_gathered, [&] {
       return fmt::format("{} B x s {} x b {} x h {}", a.act_bytes, a.s, a.b, m.hidden_size);
     }, prof.sp_gather);
   }

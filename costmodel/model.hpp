@@ -288,6 +288,17 @@ struct Training {
   // local experts run as Transformer Engine grouped GEMMs (TEGroupedMLP), which
   // keep a cuBLAS workspace per compute stream; off, one TE linear per expert.
   bool moe_grouped_gemm = false;
+  // Megatron --moe-token-dispatcher-type (transformer_config.py:891 at d98e8a64; the default there is
+  // allgather). kAllToAll: the all-to-all dispatcher (token_dispatcher.py:682-900), what paraplan's search
+  // and --emit megatron use. kAllGather: every token of the etp x ep group all-gathered to every rank of it,
+  // the combine reduce-scattered in fp32 (token_dispatcher.py:233-372), the gathered tokens in Megatron's
+  // persistent "mpu" buffer (tensor_parallel/mappings.py:142-150).
+  enum class MoeDispatcher { kAllToAll, kAllGather };
+  MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;
+  // Megatron --overlap-moe-expert-parallel-comm (model_parallel_config.py:343, default off): the combined
+  // 1F1B schedule runs one micro-batch's forward beside another's backward, layer by layer, so each
+  // layer's expert all-to-alls run beside the other micro-batch's compute (combined_1f1b.py:35-110).
+  bool moe_ep_overlap = false;
   // Megatron --mtp-num-layers: the model's multi-token-prediction modules
   // (Model::mtp_layers) are trained, on the last pipeline rank with a copy of
   // the word embedding there (NVIDIA/Megatron-LM@d98e8a64

@@ -32,6 +32,7 @@ const char* invalid_name(Invalid r) {
     case Invalid::kMoeFramework: return "moe_not_in_framework";
     case Invalid::kMtpFramework: return "mtp_not_in_framework";
     case Invalid::kMicrobatchGroup: return "microbatch_group";
+    case Invalid::kMoeDispatch: return "moe_dispatch_settings";
     case Invalid::kCount: break;
   }
   return "?";
@@ -202,6 +203,38 @@ int stage_moe_layers(const Model& m, const Layout& l, int stage) {
   return n;
 }
 
+// Why the MoE dispatch settings cannot run this layout (nullptr: they can). Megatron-LM@d98e8a64
+// transformer_config.py:3002-3032 asserts EP overlap's conditions (ep > 1, the alltoall or flex dispatcher,
+// no full recomputation, interleaving with pp > 1); paraplan also refuses it with pp > 1, where the combined
+// schedule runs one more warm-up micro-batch (schedules.py:966-969) that the memory model does not hold.
+namespace {
+struct DispatchProblem {
+  const char* field;  // the layout field at fault, or "framework"
+  const char* message;
+};
+std::optional<DispatchProblem> moe_dispatch_problem(const Spec& s, const Layout& l) {
+  const Training& t = s.training;
+  if (t.moe_dispatcher == Training::MoeDispatcher::kAllGather && t.framework != Framework::kMegatron)
+    return DispatchProblem{"framework", "moe_token_dispatcher allgather is Megatron-LM's (token_dispatcher.py:233); "
+                                        "expected framework megatron or alltoall"};
+  if (!t.moe_ep_overlap) return std::nullopt;
+  if (t.framework != Framework::kMegatron)
+    return DispatchProblem{"framework", "moe_ep_overlap is Megatron-LM's --overlap-moe-expert-parallel-comm; expected "
+                                        "framework megatron"};
+  if (l.ep < 2) return DispatchProblem{"ep", "moe_ep_overlap needs ep > 1 (Megatron-LM transformer_config.py:3013-3015 asserts it)"};
+  if (t.moe_dispatcher != Training::MoeDispatcher::kAllToAll)
+    return DispatchProblem{"framework", "moe_ep_overlap needs the alltoall dispatcher (transformer_config.py:3016-3019 "
+                                        "asserts it)"};
+  if (l.recompute == Recompute::kFull)
+    return DispatchProblem{"recompute", "moe_ep_overlap cannot run with full recomputation "
+                                        "(transformer_config.py:3021-3023 asserts it)"};
+  if (l.pp > 1)
+    return DispatchProblem{"pp", "moe_ep_overlap with pp > 1 is not modelled (the combined 1F1B schedule's extra "
+                                 "warm-up micro-batch, schedules.py:966-969); expected pp 1"};
+  return std::nullopt;
+}
+}  // namespace
+
 std::optional<Invalid> layout_invalid(const Spec& s, const Layout& l, bool check_tp_span) {
   const Model& m = s.model;
   // Every factor is checked against its bound before any product, so the
@@ -236,6 +269,7 @@ std::optional<Invalid> layout_invalid(const Spec& s, const Layout& l, bool check
     if (m.moe_ffn_hidden_size % etp) return Invalid::kEtpFfn;
     if (l.tp > 1 && !l.sp) return Invalid::kMoeSp;
     if (moe_unsupported(profile(s.training.framework), m, l)) return Invalid::kMoeFramework;
+    if (moe_dispatch_problem(s, l)) return Invalid::kMoeDispatch;
   }
   if (l.vpp < 1 || (l.vpp > 1 && (l.pp < 2 || l.schedule == Schedule::kGPipe))) return Invalid::kVpp;
   if (l.pp > m.num_layers || l.vpp > m.num_layers) return Invalid::kLayersPp;
@@ -455,6 +489,10 @@ std::optional<LayoutProblem> resolve_layout(const Spec& s, Layout* l, bool check
                            std::string("framework ") + framework_name(t.framework) +
                                " has no multi-token-prediction modules to train (training.mtp: true is Megatron-LM's "
                                "--mtp-num-layers); expected framework megatron or mtp: false"};
+    case Invalid::kMoeDispatch: {
+      const std::optional<DispatchProblem> d = moe_dispatch_problem(s, *l);
+      return LayoutProblem{*r, d ? d->field : "layout", d ? d->message : invalid_name(*r)};
+    }
     case Invalid::kCount: break;
   }
   return LayoutProblem{*r, "layout", invalid_name(*r)};

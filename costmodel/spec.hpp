@@ -58,6 +58,7 @@ enum class Invalid {
   kMoeFramework,    // a mixture of experts under a framework (or layout) whose MoE is not modelled
   kMtpFramework,    // multi-token-prediction modules trained under a framework that has none
   kMicrobatchGroup,  // microbatch_group without interleaving, or outside [pp, micro-batches]
+  kMoeDispatch,     // moe_token_dispatcher / moe_ep_overlap settings Megatron refuses or paraplan does not model
   kCount
 };
 const char* invalid_name(Invalid r);

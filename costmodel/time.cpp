@@ -133,11 +133,13 @@ namespace {
 // ep ranks etp apart.
 struct Groups {
   GroupPlacement tp, dp, pp, cp, ep, etp;
+  GroupPlacement tp_ep;  // the etp x ep ranks of an expert group (Megatron's tp_ep group, the allgather dispatcher's)
 };
 
 Groups place_groups(const Cluster& c, const Layout& l) {
   return {place_group(c, l.tp, 1),        place_group(c, l.dp_cp(), l.tp), place_group(c, l.pp, l.tp * l.cp * l.dp),
-          place_group(c, l.cp, l.tp),     place_group(c, l.ep, l.expert_tp()), place_group(c, l.expert_tp(), 1)};
+          place_group(c, l.cp, l.tp),     place_group(c, l.ep, l.expert_tp()), place_group(c, l.expert_tp(), 1),
+          place_group(c, l.ep * l.expert_tp(), 1)};
 }
 
 struct LayerTime {
@@ -987,6 +989,21 @@ double moe_ep_comm_time(const Spec& s, const Layout& l, const Groups& g) {
   const Model& m = s.model;
   const Training& t = s.training;
   const Cluster& c = s.cluster;
+  if (t.moe_dispatcher == Training::MoeDispatcher::kAllGather) {
+    // Megatron's allgather dispatcher (NVIDIA/Megatron-LM@d98e8a64 moe/token_dispatcher.py:233-372): the rank's
+    // tokens, their fp32 probabilities and boolean routing map over every expert are all-gathered across the
+    // etp x ep group, and the combine reduce-scatters the unpermuted outputs in fp32 (local_probs' dtype,
+    // :365-367); the backward runs the pair the other way round (the gradients of the hidden states: a
+    // reduce-scatter in the activation dtype, an all-gather in fp32). Every rank receives every token whatever
+    // the routing, so the expert load does not size it.
+    const int n = l.ep * l.expert_tp();
+    if (n <= 1) return 0;
+    const double rows = tokens(t, l) / l.tp;  // the rank's own tokens (sequence parallel with tp > 1)
+    const double hidden = rows * m.hidden_size, experts = rows * m.num_experts;
+    const double gather = group_allgather_time(c, g.tp_ep, n * (hidden * act_bytes(t) + experts * (4 + 1)));
+    const double scatter = group_reducescatter_time(c, g.tp_ep, n * hidden * 4);
+    return gather + scatter;
+  }
   const double rows = tokens(t, l) / l.tp * m.experts_per_token;  // the rank's k token copies
   const double tokens_all = rows * m.hidden_size * act_bytes(t);  // what it holds for the all-to-all
   const double gathered = tokens_all * l.expert_tp();
@@ -1323,7 +1340,30 @@ StageMicrobatch stage_microbatch_with(const Spec& s, const Layout& l, int stage,
     // forward's again for each recomputed one (and the MTP modules' MoE layers).
     r.ep_comm_s = moe_layers * (pl.ep_forward_s + pl.ep_backward_s) + recomputed * w * pl.ep_forward_s +
                   (mtp_moe ? mtp_n * (mtp_forwards * pl.ep_forward_s + pl.ep_backward_s) : 0.0);
+    if (t.moe_ep_overlap) {
+      // --overlap-moe-expert-parallel-comm (pp = 1, no full recompute: moe_dispatch_problem): the combined 1F1B
+      // schedule runs micro-batch i+1's forward beside micro-batch i's backward, layer by layer, the dispatch and
+      // combine of one beside the other's attention and MLP compute (NVIDIA/Megatron-LM@d98e8a64
+      // pipeline_parallel/combined_1f1b.py:35-110); the first forward and the last backward run alone
+      // (phases 0 and m). Each overlapped all-to-all is exposed only beyond the layer it runs beside, which
+      // it slows by the contention of its NCCL channels (exposed_beside).
+      const double mb = num_microbatches(s, l), share = mb > 1 ? (mb - 1) / mb : 0.0;
+      const double k = overlap_contention(c, pl.groups.ep);
+      const double fwd = pl.moe_forward.total, bwd = layer_backward_time(pl.moe_forward, t.flash_attention);
+      const double hidden = exposed_beside(pl.ep_forward_s, bwd, k) + exposed_beside(pl.ep_backward_s, fwd, k);
+      r.ep_comm_s = moe_layers * ((1 - share) * (pl.ep_forward_s + pl.ep_backward_s) + share * hidden);
+    }
     sink.add("expert all-to-alls (exposed)", r.ep_comm_s, [&] {
+      if (t.moe_dispatcher == Training::MoeDispatcher::kAllGather)
+        return fmt::format("{:g} MoE layers x (forward {:.3f} ms + backward {:.3f} ms): the allgather dispatcher, every "
+                           "token of the etp x ep group of {} ranks gathered and its outputs reduce-scattered in fp32 "
+                           "(token_dispatcher.py:233-372)",
+                           moe_layers, pl.ep_forward_s * 1e3, pl.ep_backward_s * 1e3, l.ep * l.expert_tp());
+      if (t.moe_ep_overlap)
+        return fmt::format("{:g} MoE layers x (forward {:.3f} ms + backward {:.3f} ms), beside the other micro-batch's "
+                           "layer compute in all but the first forward and last backward "
+                           "(--overlap-moe-expert-parallel-comm, combined_1f1b.py:35-110)",
+                           moe_layers, pl.ep_forward_s * 1e3, pl.ep_backward_s * 1e3);
       return fmt::format("{:g} MoE layers x (forward {:.3f} ms + backward {:.3f} ms): dispatch + combine of {:.4g} MB "
                          "per rank over ep {} ({} node{}), etp {}, {} at {:g}x the mean",
                          moe_layers, pl.ep_forward_s * 1e3, pl.ep_backward_s * 1e3, moe_alltoall_bytes(m, t, l) / 1e6, l.ep,

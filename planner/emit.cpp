@@ -118,8 +118,13 @@ Emitted emit_launch(EmitTarget t, const Spec& s, const Layout& l) {
       if (l.last_stage_layers) o += fmt::format(" --decoder-last-pipeline-num-layers {}", l.last_stage_layers);
     }
     if (l.cp > 1) o += fmt::format(" --context-parallel-size {}", l.cp);
-    if (s.model.is_moe())
+    if (s.model.is_moe()) {
       o += fmt::format(" --expert-model-parallel-size {} --expert-tensor-parallel-size {}", l.ep, l.expert_tp());
+      // Always written: Megatron's default at d98e8a64 is allgather (transformer_config.py:891), paraplan's alltoall.
+      o += tr.moe_dispatcher == Training::MoeDispatcher::kAllGather ? " --moe-token-dispatcher-type allgather"
+                                                                    : " --moe-token-dispatcher-type alltoall";
+      if (tr.moe_ep_overlap) o += " --overlap-moe-expert-parallel-comm";
+    }
     if (l.sp) o += " --sequence-parallel";
     if (l.zero == 1) o += " --use-distributed-optimizer";
     // Megatron-FSDP (megatron/core/distributed/distributed_data_parallel_config.py:90; arguments.py:3190).

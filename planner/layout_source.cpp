@@ -90,7 +90,8 @@ constexpr const char* kReadMegatronFlags[] = {
     "--num-attention-heads", "--ffn-hidden-size", "--num-query-groups", "--swiglu", "--squared-relu",
     "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--add-qkv-bias", "--normalization",
     "--position-embedding-type", "--no-gradient-accumulation-fusion", "--cross-entropy-loss-fusion", "--tp-comm-overlap", "--use-megatron-fsdp",
-    "--data-parallel-sharding-strategy", "--attention-dropout", "--hidden-dropout"};
+    "--data-parallel-sharding-strategy", "--attention-dropout", "--hidden-dropout",
+    "--moe-token-dispatcher-type", "--overlap-moe-expert-parallel-comm"};
 
 bool is_read_flag(const std::string& f) {
   for (const char* k : kReadMegatronFlags)
@@ -211,6 +212,8 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
        overlap_param_gather = false;
   bool megatron_fsdp = false, local_impl = false, attention_given = false;
   bool attention_dropout_given = false, hidden_dropout_given = false;
+  // Megatron's default dispatcher at d98e8a64 is allgather (transformer_config.py:891).
+  if (spec->model.is_moe()) spec->training.moe_dispatcher = Training::MoeDispatcher::kAllGather;
   int fsdp_zero = 3;  // --data-parallel-sharding-strategy's default optim_grads_params (arguments.py:3190)
   for (size_t i = 0; i < args.size(); ++i) {
     std::string flag = args[i], value;
@@ -244,7 +247,8 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
     if (!spec->model.is_moe() &&
         (flag == "--expert-tensor-parallel-size" || flag == "--moe-router-topk" || flag == "--moe-ffn-hidden-size" ||
          flag == "--moe-grouped-gemm" || flag == "--moe-router-force-load-balancing" ||
-         flag == "--moe-expert-capacity-factor" || flag == "--moe-pad-expert-input-to-capacity")) {
+         flag == "--moe-expert-capacity-factor" || flag == "--moe-pad-expert-input-to-capacity" ||
+         flag == "--moe-token-dispatcher-type" || flag == "--overlap-moe-expert-parallel-comm")) {
       // Megatron reads these only for a mixture of experts (arguments.py:587-588, 1650-1652).
       if (ignored) ignored->push_back(flag + " (the model has no experts)");
       continue;
@@ -438,6 +442,14 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
       spec->training.moe_capacity_factor = x > 0 ? x : 0;
     } else if (flag == "--moe-pad-expert-input-to-capacity") spec->training.moe_pad_to_capacity = true;
     else if (flag == "--moe-grouped-gemm") spec->training.moe_grouped_gemm = true;
+    else if (flag == "--moe-token-dispatcher-type") {
+      const std::string& v = val();
+      if (v == "alltoall") spec->training.moe_dispatcher = Training::MoeDispatcher::kAllToAll;
+      else if (v == "allgather") spec->training.moe_dispatcher = Training::MoeDispatcher::kAllGather;
+      else if (v == "flex")
+        fail(src, flag, "flex (DeepEP, HybridEP or NCCL-EP, token_dispatcher.py:963-1809) is not modelled; expected alltoall or allgather");
+      else fail(src, flag, "expected allgather, alltoall or flex, got '" + v + "'");
+    } else if (flag == "--overlap-moe-expert-parallel-comm") spec->training.moe_ep_overlap = true;
     else if (flag == "--attention-dropout" || flag == "--hidden-dropout") {
       // A probability (argparse type=float); Megatron asserts nothing, torch's dropout refuses p outside [0, 1].
       const std::string& v = val();

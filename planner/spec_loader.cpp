@@ -343,7 +343,7 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
                      "overlap_dp_comm", "overlap_param_gather", "framework", "fp8", "fp8_param_gather", "pipeline_scatter_gather",
                      "gradient_accumulation_fusion", "cross_entropy_fusion", "tp_comm_overlap", "grad_reduce_dtype", "moe_load_imbalance", "moe_capacity_factor",
                      "moe_pad_to_capacity", "mtp", "moe_grouped_gemm", "transformer_impl", "tp_async_allreduce", "deterministic",
-                     "overlap_p2p_comm", "overlap_p2p_comm_warmup_flush"});
+                     "overlap_p2p_comm", "overlap_p2p_comm_warmup_flush", "moe_token_dispatcher", "moe_ep_overlap"});
   t->framework = Framework(r.opt_choice("framework", int(Framework::kMegatron),
                                         {"megatron", "deepspeed", "fsdp", "nanotron", "paraplan"}));
   t->seq_length_given = r.has("seq_length");
@@ -404,6 +404,11 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
     r.fail("fp8", "FP8 training of a mixture of experts is not modelled (its expert GEMMs, their FP8 padding and "
                   "workspaces); expected fp8: false");
   t->moe_grouped_gemm = r.opt_bool("moe_grouped_gemm", false);
+  t->moe_dispatcher = Training::MoeDispatcher(r.opt_choice("moe_token_dispatcher", 0, {"alltoall", "allgather"}));
+  t->moe_ep_overlap = r.opt_bool("moe_ep_overlap", false);
+  if (!m.is_moe() && (t->moe_ep_overlap || t->moe_dispatcher != Training::MoeDispatcher::kAllToAll))
+    r.fail(t->moe_ep_overlap ? "moe_ep_overlap" : "moe_token_dispatcher",
+           "the model has no experts; expected the key left out");
   t->mtp = r.opt_bool("mtp", false);
   if (t->mtp && m.mtp_layers == 0)
     r.fail("mtp", "the model has no multi-token-prediction modules (mtp_layers: 0); expected mtp: false");

@@ -331,7 +331,7 @@ TEST_CASE("DeepSeek-V3's published layout from Megatron arguments: per-stage mem
        "15360", "--formulas", "--megatron-args",
        "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 16 --expert-model-parallel-size 64 "
        "--use-distributed-optimizer --decoder-last-pipeline-num-layers 1 --micro-batch-size 1 --recompute-activations "
-       "--num-experts 256 --moe-router-topk 8 --moe-ffn-hidden-size 2048 --bf16"},
+       "--num-experts 256 --moe-router-topk 8 --moe-ffn-hidden-size 2048 --bf16 --moe-token-dispatcher-type alltoall"},
       dir.path());
   INFO(r.err);
   CHECK((r.code == 0 || r.code == 1));  // 1: it does not fit under Megatron's 1F1B in bf16 (explained)
@@ -369,7 +369,8 @@ TEST_CASE("MoE refusals (validate's dense executors, FP8, --emit where the stack
                     "dp=32,tp=2,sp=1,ep=8,etp=1,pp=1,zero=1,mbs=1", "--emit", "megatron"},
                    dir.path());
   REQUIRE(r.code == 0);
-  CHECK(r.out.find("--expert-model-parallel-size 8 --expert-tensor-parallel-size 1") != std::string::npos);
+  CHECK(r.out.find("--expert-model-parallel-size 8 --expert-tensor-parallel-size 1 --moe-token-dispatcher-type alltoall") !=
+        std::string::npos);
   r = run_paraplan({"explain", "@SRC@/configs/examples/mixtral-8x7b-h100-64.yaml", "--layout", "dp=64,ep=8", "--emit",
                     "deepspeed"},
                    dir.path());
@@ -515,7 +516,8 @@ TEST_CASE("Routing balance: the busiest expert rank sizes the dispatched tokens,
   TempDir dir;
   const Result r = run_paraplan({"explain", "@SRC@/configs/examples/mixtral-8x7b-h100-64.yaml", "--formulas", "--megatron-args",
                                  "--tensor-model-parallel-size 1 --expert-model-parallel-size 8 "
-                                 "--moe-expert-capacity-factor 1.0 --moe-pad-expert-input-to-capacity"},
+                                 "--moe-expert-capacity-factor 1.0 --moe-pad-expert-input-to-capacity "
+                                 "--moe-token-dispatcher-type alltoall"},
                                 dir.path());
   INFO(r.err);
   REQUIRE(r.code <= 1);
@@ -793,4 +795,90 @@ TEST_CASE("Megatron arguments: --moe-router-force-load-balancing sizes the busie
   CHECK(b.training.moe_load_imbalance == 1.0);
   CHECK(estimate_memory(b, lb).stages[0].total() < estimate_memory(a, la).stages[0].total());
   CHECK(estimate_time(b, lb).step_s < estimate_time(a, la).step_s);
+}
+
+namespace {
+// check/explain --format json, which exits 0 (fits) or 1 (does not): the report either way.
+json run_json_moe(const TempDir& dir, const std::vector<std::string>& args) {
+  const Result r = run_paraplan(args, dir.path());
+  INFO(r.err);
+  REQUIRE(r.code <= 1);
+  return json::parse(r.out);
+}
+}  // namespace
+
+TEST_CASE("Megatron's MoE dispatchers: allgather by default, alltoall, flex refused, EP overlap within Megatron's limits",
+          "[moe][cli][megatron]") {
+  TempDir dir;
+  const std::string mixtral = "@SRC@/configs/examples/mixtral-8x7b-h100-64.yaml";
+  const std::string line = "--tensor-model-parallel-size 1 --expert-model-parallel-size 8 --micro-batch-size 1 "
+                           "--recompute-activations --use-distributed-optimizer";
+  auto explain = [&](const std::string& extra) {
+    return run_paraplan({"explain", mixtral, "--formulas", "--megatron-args", line + extra}, dir.path());
+  };
+  // Without the flag Megatron-LM@d98e8a64 dispatches by all-gather (transformer_config.py:891).
+  const Result gather = explain("");
+  INFO(gather.err);
+  REQUIRE(gather.code <= 1);
+  CHECK(gather.out.find("the allgather dispatcher") != std::string::npos);
+  // Its persistent gather buffer: s 4096 x b 1 tokens x etp*ep 8 ranks x h 4096 x 2 B = 256 MiB = 0.250 GiB
+  // (the sequence-parallel buffer, which it replaces, does not exist at tp 1).
+  CHECK(gather.out.find("MoE all-gather dispatch buffer       2 B x s 4096 / tp 1 x b 1 x etp*ep 8 x h 4096 = 0.250 GiB") !=
+        std::string::npos);
+  const Result a2a = explain(" --moe-token-dispatcher-type alltoall");
+  REQUIRE(a2a.code <= 1);
+  CHECK(a2a.out.find("MoE all-gather dispatch buffer") == std::string::npos);
+  // Per token and MoE layer, the all-gather moves every token of the group to every rank: 7/8 x 8 x (2 h B + 5 B per
+  // expert) in, and the fp32 reduce-scatter 7/8 x 8 x 4 h B, about 42 h B per token; the all-to-all moves each
+  // token's k = 2 copies, 7/8 of them off the rank, twice (dispatch, combine) at 2 B: about 7 h B, x 1.25 for the
+  // busiest rank: the all-gather moves about 4.8x the bytes over the same links.
+  const json jg = run_json_moe(dir, {"check", mixtral, "--format", "json", "--megatron-args", line});
+  const json ja = run_json_moe(dir, {"check", mixtral, "--format", "json", "--megatron-args",
+                                     line + " --moe-token-dispatcher-type alltoall"});
+  const double ratio = jg.at("time").at("ep_comm_s").get<double>() / ja.at("time").at("ep_comm_s").get<double>();
+  CHECK(ratio > 3.5);
+  CHECK(ratio < 6.5);
+  // flex (DeepEP, HybridEP) is not modelled: refused with the reason.
+  const Result flex = explain(" --moe-token-dispatcher-type flex");
+  CHECK(flex.code == 2);
+  CHECK(flex.err.find("--moe-token-dispatcher-type: flex (DeepEP, HybridEP or NCCL-EP") != std::string::npos);
+  // EP overlap: Megatron asserts the alltoall dispatcher (transformer_config.py:3016-3019) ...
+  const Result no_a2a = explain(" --overlap-moe-expert-parallel-comm");
+  CHECK(no_a2a.code == 2);
+  CHECK(no_a2a.err.find("needs the alltoall dispatcher") != std::string::npos);
+  // ... and no full recomputation (:3021-3023); with pp > 1 its extra warm-up micro-batch is not modelled.
+  const Result full = run_paraplan({"check", mixtral, "--megatron-args",
+                                    "--tensor-model-parallel-size 1 --expert-model-parallel-size 8 --micro-batch-size 1 "
+                                    "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1 "
+                                    "--moe-token-dispatcher-type alltoall --overlap-moe-expert-parallel-comm"},
+                                   dir.path());
+  CHECK(full.code == 2);
+  CHECK(full.err.find("full recomputation") != std::string::npos);
+  const Result pp = run_paraplan({"check", mixtral, "--megatron-args",
+                                  "--pipeline-model-parallel-size 2 --expert-model-parallel-size 8 --micro-batch-size 1 "
+                                  "--moe-token-dispatcher-type alltoall --overlap-moe-expert-parallel-comm"},
+                                 dir.path());
+  CHECK(pp.code == 2);
+  CHECK(pp.err.find("layout.pp: moe_ep_overlap with pp > 1 is not modelled") != std::string::npos);
+  // Overlapped, the all-to-alls hide behind the other micro-batch's layer compute: less exposed, never more.
+  const json jo = run_json_moe(dir, {"check", mixtral, "--format", "json", "--megatron-args",
+                                     line + " --moe-token-dispatcher-type alltoall --overlap-moe-expert-parallel-comm"});
+  CHECK(jo.at("time").at("ep_comm_s").get<double>() < 0.5 * ja.at("time").at("ep_comm_s").get<double>());
+  CHECK(jo.at("peak_memory_bytes") == ja.at("peak_memory_bytes"));
+  // --emit megatron gives both back, and reading the line back gives the same report.
+  const Result e = run_paraplan({"explain", mixtral, "--emit", "megatron", "--megatron-args",
+                                 line + " --moe-token-dispatcher-type alltoall --overlap-moe-expert-parallel-comm"},
+                                dir.path());
+  REQUIRE(e.code == 0);
+  CHECK(e.out.find("--moe-token-dispatcher-type alltoall --overlap-moe-expert-parallel-comm") != std::string::npos);
+  std::string emitted = e.out.substr(0, e.out.find('\n'));
+  const json back = run_json_moe(dir, {"check", mixtral, "--format", "json", "--megatron-args", emitted});
+  CHECK(back.at("time").at("ep_comm_s") == jo.at("time").at("ep_comm_s"));
+  CHECK(back.at("peak_memory_bytes") == jo.at("peak_memory_bytes"));
+  // A dense model has no dispatcher to set.
+  write_text(dir.path() / "d.yaml", "model: llama-3.1-8b\ncluster: dgx-h100\nnum_nodes: 1\n"
+                                    "training: {moe_ep_overlap: true}\n");
+  const Result dense = run_paraplan({"check", "d.yaml", "--layout", "dp=8"}, dir.path());
+  CHECK(dense.code == 2);
+  CHECK(dense.err.find("training.moe_ep_overlap: the model has no experts") != std::string::npos);
 }
