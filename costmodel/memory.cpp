@@ -582,7 +582,22 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
   std::int64_t biggest = sp.largest_layer();  // the largest group gathered at once (a layer, or the embedding)
   if (first) biggest = std::max(biggest, sp.embedding);
   if (holds_output) biggest = std::max(biggest, sp.output);
-  if (l.zero >= 3 || (l.zero == 2 && prof.zero2_keeps_params_unsharded)) {
+  if (l.zero >= 3 && prof.gathered_by_prefetch_bucket) {
+    // DeepSpeed: the current module's weight, and up to the prefetch bucket more, within the live cap.
+    const std::int64_t module = largest_grad_group(m, l, stage);
+    const std::int64_t prefetch =
+        std::max<std::int64_t>(0, std::min(t.zero3_prefetch_bucket_size, t.zero3_max_live_parameters - module));
+    // At the forward's end the modules whose backward use lies within max_reuse_distance stay gathered: the
+    // reuse of a module with P parameters after it is 2P away (the rest of the forward, then the backward back to it).
+    const std::int64_t kept = t.zero3_max_reuse_distance / 2;
+    const std::int64_t params = std::min(module + prefetch + kept, psi);
+    out.add(Category::kComm, "ZeRO-3 gathered parameters", params * wbytes, [&] {
+      return fmt::format("min(largest module {} + prefetch min({}, max_live {} - module) + kept for reuse max_reuse_distance "
+                         "{} / 2, stage {}) params x {} B",
+                         count(module), count(t.zero3_prefetch_bucket_size), count(t.zero3_max_live_parameters),
+                         count(t.zero3_max_reuse_distance), count(psi), wbytes);
+    }, prof.gathered_by_prefetch_bucket);
+  } else if (l.zero >= 3 || (l.zero == 2 && prof.zero2_keeps_params_unsharded)) {
     const bool whole = l.zero == 2;
     const std::int64_t params = whole ? psi : prof.gathered_groups * biggest;
     out.add(Category::kComm, whole ? "unsharded parameters (kept through backward)" : "ZeRO-3 gathered parameters",
@@ -591,6 +606,8 @@ void stage_memory_terms(const Spec& s, const Layout& l, int stage, Sink& out, co
                            : fmt::format("{} (current + prefetch) x {} params x {} B", prof.gathered_groups, count(biggest),
                                          wbytes);
             }, prof.gathered);
+  }
+  if (l.zero >= 3 || (l.zero == 2 && prof.zero2_keeps_params_unsharded)) {
     if (prof.group_grad_bytes_per_param > 0)
       out.add(Category::kComm, "unsharded gradients + reduce-scatter input (one group)",
               round_bytes(prof.group_grad_bytes_per_param * double(biggest)), [&] {

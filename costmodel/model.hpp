@@ -241,6 +241,7 @@ struct Training {
   // fp16 on a GPU without BF16).
   bool precision_given = false;
   OptimizerKind optimizer = OptimizerKind::kAdam;
+  bool optimizer_given = false;  // a launch configuration named it (DeepSpeed's optimizer.type): no default
   double optimizer_state_bytes = 12;  // bytes per parameter of optimizer state
   // Whether the spec set these; when not, they follow the precision
   // (set_precision), e.g. when Megatron's --bf16 overrides an fp32 spec.
@@ -299,6 +300,18 @@ struct Training {
   // 1F1B schedule runs one micro-batch's forward beside another's backward, layer by layer, so each
   // layer's expert all-to-alls run beside the other micro-batch's compute (combined_1f1b.py:35-110).
   bool moe_ep_overlap = false;
+  // DeepSpeed ZeRO-3's parameter prefetch (zero_optimization.stage3_prefetch_bucket_size, default 5e7
+  // elements) and cap on gathered parameters (stage3_max_live_parameters, 1e9): deepspeed/runtime/zero/
+  // config.py:215, 238 @edaa7221. Only the deepspeed profile reads them (Profile::gathered_by_prefetch_bucket).
+  std::int64_t zero3_prefetch_bucket_size = 50'000'000;
+  std::int64_t zero3_max_live_parameters = 1'000'000'000;
+  // stage3_max_reuse_distance (config.py:244, 1e9): a module's parameters are not released while they are used
+  // again within this many elements of the trace (partitioned_param_coordinator.py:653-665). At the turn from
+  // forward to backward the last modules' are (their reuse is twice the parameters after them away).
+  std::int64_t zero3_max_reuse_distance = 1'000'000'000;
+  // DeepSpeed ZeRO-1/2's allgather_bucket_size (zero/config.py:132, 5e8): the post-step parameter all-gather's
+  // buckets (stage_1_and_2.py:2394-2401); 0: the reduce bucket's.
+  std::int64_t gather_bucket_params = 0;
   // Megatron --mtp-num-layers: the model's multi-token-prediction modules
   // (Model::mtp_layers) are trained, on the last pipeline rank with a copy of
   // the word embedding there (NVIDIA/Megatron-LM@d98e8a64

@@ -801,8 +801,10 @@ double bucket_count(const Spec& s, const Layout& l, double params) {
 // ZeRO-1/2/3's parameter all-gathers: in the reduction's buckets, or one
 // collective of the whole shard where the framework gathers so after the step.
 // `buckets`: bucket_count(s, l, params).
-double param_gather_count(const Spec& s, const Layout& l, double buckets) {
+double param_gather_count(const Spec& s, const Layout& l, double buckets, double params) {
   if (l.zero < 3 && profile(s.training.framework).time.param_gather_one_collective) return 1;
+  if (l.zero < 3 && s.training.gather_bucket_params > 0)
+    return std::max(1.0, std::ceil(params / double(s.training.gather_bucket_params) - 1e-9));
   return buckets;
 }
 
@@ -911,7 +913,7 @@ struct DpCollectives {
   double contention = 0;  // overlap_contention of the dp group
 };
 DpCollectives dp_collectives(const Spec& s, const Layout& l, const GroupPlacement& g, double params) {
-  const double buckets = bucket_count(s, l, params), gathers = param_gather_count(s, l, buckets);
+  const double buckets = bucket_count(s, l, params), gathers = param_gather_count(s, l, buckets, params);
   return {dp_grad_reduce_time(s, l, g, params, buckets), dp_param_gather_time(s, l, g, params, gathers), buckets, gathers,
           overlap_contention(s.cluster, g)};
 }

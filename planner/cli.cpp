@@ -106,7 +106,7 @@ struct Loaded {
 // -v: the launch flags that did not change the prediction, on stderr.
 void print_ignored(const Loaded& l) {
   if (l.ignored_flags.empty()) return;
-  std::string o = "paraplan: --megatron-args: not read (they do not change memory or time as modelled):";
+  std::string o = "paraplan: not read from the launch configuration (they do not change memory or time as modelled):";
   for (const std::string& f : l.ignored_flags) o += " " + SpecError::printable(f, 80);
   std::cerr << o << "\n";
 }
@@ -144,6 +144,7 @@ Loaded load(LayoutOptions& o) {
     r.defaults.erase("global_batch_size");
   if (t.precision_given || (r.defaults.contains("precision") && r.defaults["precision"] != dtype_name(t.precision)))
     r.defaults.erase("precision");
+  if (t.optimizer_given) r.defaults.erase("optimizer");
   return r;
 }
 

@@ -571,7 +571,136 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
   return d;
 }
 
-Draft from_deepspeed(const std::string& path, Spec* spec) {
+// Every key of a DeepSpeed config paraplan does not read, and why it does not change memory or time as
+// modelled (-v lists them), or refuses unless it has the value that changes nothing. deepspeedai/DeepSpeed@edaa7221:
+// the top level as DeepSpeedConfig._initialize_params reads it (deepspeed/runtime/config.py:690-860; an unknown
+// top-level key is ignored there too), zero_optimization as DeepSpeedZeroConfig declares it
+// (deepspeed/runtime/zero/config.py:95-376; extra="forbid", runtime/config_utils.py:110, so an unknown key is
+// refused, as DeepSpeed refuses it). tests/data/deepspeed-edaa7221-keys.txt lists both, and a test walks it.
+struct DsIgnored {
+  const char* key;
+  const char* why;
+};
+constexpr DsIgnored kDsIgnoredTop[] = {
+    {"steps_per_print", "logging"}, {"wall_clock_breakdown", "timing logs"}, {"memory_breakdown", "logging"},
+    {"dump_state", "logging"}, {"log_level", "logging"}, {"timers", "timing logs"}, {"tensorboard", "monitoring"},
+    {"wandb", "monitoring"}, {"csv_monitor", "monitoring"}, {"comet", "monitoring"}, {"comms_logger", "logging"},
+    {"flops_profiler", "a profiler run once"}, {"autotuning", "the autotuner's own runs"}, {"scheduler", "the learning rate"},
+    {"gradient_clipping", "the clip: one norm over the gradients, a fused pass the optimizer term does not separate"},
+    {"zero_allow_untested_optimizer", "a permission"}, {"zero_force_ds_cpu_optimizer", "applies with offload (refused)"},
+    {"checkpoint", "checkpoint I/O"}, {"nebula", "checkpoint I/O"}, {"aio", "NVMe offload I/O (offload refused)"},
+    {"dataloader_drop_last", "data loading"}, {"graph_harvesting", "CUDA graphs of the optimizer on non-CUDA accelerators"},
+    {"gradient_predivide_factor", "a scale of the same reduction"}, {"prescale_gradients", "a scale of the same reduction"},
+    {"gradient_allreduce_op", "the reduction's op, not its size"}, {"seq_parallel_communication_data_type", "Ulysses (cp refused)"},
+    {"use_data_before_expert_parallel_", "the rank order of the expert groups"},
+    {"expert_data_parallel", "the expert groups' topology"}, {"managed_gradient_accumulation", "where accumulation is counted"},
+};
+constexpr DsIgnored kDsIgnoredZero[] = {
+    {"load_from_fp32_weights", "checkpoint loading"}, {"elastic_checkpoint", "checkpoint format"},
+    {"gather_16bit_weights_on_model_save", "checkpoint saving"}, {"stage3_gather_16bit_weights_on_model_save", "checkpoint saving"},
+    {"stage3_gather_fp16_weights_on_model_save", "checkpoint saving"}, {"ignore_unused_parameters", "a check"},
+    {"round_robin_gradients", "the order gradients are copied in with offload"}, {"pipeline_loading_checkpoint", "checkpoint loading"},
+    {"override_module_apply", "module.apply under ZeRO-3 init"}, {"log_trace_cache_warnings", "logging"},
+    {"enable_sanity_checks", "checks"}, {"save_muon_momentum_buffer_in_memory", "Muon only"},
+    {"leaf_module", "which modules fetch as one (the gather term takes the largest module)"},
+    {"use_multi_rank_bucket_allreduce", "the non-ZeRO all-reduce's bucketing, the same bytes"},
+    {"sub_group_size", "groups the fp32 optimizer step; on the GPU every group is resident (zero/stage3.py)"},
+    {"model_persistence_threshold", "caps the persisted parameters (stage3_param_persistence_threshold)"},
+    {"stage3_model_persistence_threshold", "caps the persisted parameters (stage3_param_persistence_threshold)"},
+    {"cpu_offload_use_pin_memory", "applies with offload (refused)"}, {"legacy_stage1", "deprecated"},
+    {"zeropp_loco_param", "applies with zero_quantized_gradients (refused)"},
+    {"mics_hierarchical_params_gather", "applies with mics_shard_size (refused)"},
+    {"allgather_sequential", "the all-gathers' launch order"}, {"stage3_allgather_sequential", "the all-gathers' launch order"},
+};
+// zero_optimization keys that change what is modelled unless they hold this value (DeepSpeedZeroConfig's default).
+struct DsDefaultOnly {
+  const char* key;
+  const char* value;  // the JSON value that changes nothing
+  const char* why;
+};
+constexpr DsDefaultOnly kDsDefaultOnlyZero[] = {
+    {"contiguous_gradients", "true", "false keeps the gradients outside the contiguous IPG buffer (stage_1_and_2.py), not modelled"},
+    {"reduce_scatter", "true", "false reduces gradients by all-reduce, not modelled"},
+    {"allgather_partitions", "true", "false gathers the partitions by broadcasts, not modelled"},
+    {"cpu_offload", "false", "CPU offload is not modelled"}, {"cpu_offload_param", "false", "CPU offload is not modelled"},
+    {"zero_hpz_partition_size", "1", "ZeRO++ hierarchical partitioning (a secondary weight copy per node) is not modelled"},
+    {"zero_quantized_weights", "false", "ZeRO++ quantized weight gathers are not modelled"},
+    {"zero_quantized_nontrainable_weights", "false", "ZeRO++ quantized weights are not modelled"},
+    {"zero_quantized_gradients", "false", "ZeRO++ quantized gradient reduction is not modelled"},
+    {"mics_shard_size", "-1", "MiCS sharding is not modelled"},
+    {"memory_efficient_linear", "true", "false saves the linears' inputs differently under ZeRO-3, not modelled"},
+    {"use_all_reduce_for_fetch_params", "false", "fetching ZeRO-3 parameters by all-reduce is not modelled"},
+    {"stage3_use_all_reduce_for_fetch_params", "false", "fetching ZeRO-3 parameters by all-reduce is not modelled"},
+    {"zenflow", "null", "ZenFlow's offloaded optimizer is not modelled"},
+    {"module_granularity_threshold", "0", "fetching small modules as one is not modelled"},
+    {"stage3_module_granularity_threshold", "0", "fetching small modules as one is not modelled"},
+};
+// Top-level sections that change the run when enabled: refused unless "enabled" is false (or absent).
+constexpr DsDefaultOnly kDsDisabledOnlyTop[] = {
+    {"amp", "", "NVIDIA Apex AMP is not modelled; use bf16 or fp16"},
+    {"torch_autocast", "", "torch.autocast with fp32 weights is not modelled; use bf16 or fp16"},
+    {"sparse_attention", "", "block-sparse attention is not modelled"},
+    {"compression_training", "", "compression training is not modelled"},
+    {"curriculum_learning", "", "curriculum learning (shorter sequences early) is not modelled"},
+    {"data_efficiency", "", "data efficiency (random-LTD, curriculum) is not modelled"},
+    {"progressive_layer_drop", "", "progressive layer drop is not modelled"},
+    {"eigenvalue", "", "the eigenvalue computation adds backward passes, not modelled"},
+    {"elasticity", "", "elastic batch sizes are not modelled"},
+    {"hybrid_engine", "", "the RLHF hybrid engine is not modelled"},
+    {"compile", "", "DeepCompile is not modelled"},
+};
+
+const DsIgnored* ds_ignored(const DsIgnored* b, const DsIgnored* e, const std::string& k) {
+  for (; b != e; ++b)
+    if (k == b->key) return b;
+  return nullptr;
+}
+
+// What the walk does with one key of zero_optimization that from_deepspeed does not read: listed, refused
+// unless it holds its default, or refused as unknown (DeepSpeed's extra="forbid").
+void walk_ds_zero_key(const std::string& path, const std::string& k, const json& v, std::vector<std::string>* ignored) {
+  const std::string field = "zero_optimization." + k;
+  if (const DsIgnored* i = ds_ignored(std::begin(kDsIgnoredZero), std::end(kDsIgnoredZero), k)) {
+    if (ignored) ignored->push_back(field + " (" + i->why + ")");
+    return;
+  }
+  for (const DsDefaultOnly& d : kDsDefaultOnlyZero)
+    if (k == d.key) {
+      if (v.is_null() || v == json::parse(d.value)) {
+        if (ignored) ignored->push_back(field + " (its default, " + std::string(d.value) + ")");
+        return;
+      }
+      fail(path, field, std::string(d.why) + "; expected " + d.value);
+    }
+  fail(path, field,
+       std::string("unknown key (DeepSpeed@edaa7221's DeepSpeedZeroConfig has no such field and refuses it: "
+                   "runtime/zero/config.py, extra=\"forbid\")"));
+}
+
+// The same for a top-level key.
+void walk_ds_top_key(const std::string& path, const std::string& k, const json& v, std::vector<std::string>* ignored) {
+  if (const DsIgnored* i = ds_ignored(std::begin(kDsIgnoredTop), std::end(kDsIgnoredTop), k)) {
+    if (ignored) ignored->push_back(k + " (" + i->why + ")");
+    return;
+  }
+  for (const DsDefaultOnly& d : kDsDisabledOnlyTop)
+    if (k == d.key) {
+      // compression_training and sparse_attention have no "enabled": any setting turns them on.
+      const bool whole = k == "compression_training" || k == "sparse_attention";
+      const bool on = k == "compile" ? v.is_object() && v.value("deepcompile", false)
+                      : whole        ? !(v.is_null() || (v.is_object() && v.empty()))
+                                     : v.is_object() && v.contains("enabled") && v["enabled"] != false;
+      if (!on) {
+        if (ignored) ignored->push_back(k + " (not enabled)");
+        return;
+      }
+      fail(path, k + (k == "compile" ? ".deepcompile" : whole ? "" : ".enabled"),
+           std::string(d.why) + (whole ? "; expected it left out" : "; expected false"));
+    }
+  if (ignored) ignored->push_back(k + " (unknown to DeepSpeed@edaa7221, which ignores it too)");
+}
+
+Draft from_deepspeed(const std::string& path, Spec* spec, std::vector<std::string>* ignored) {
   const std::string text = read_text_file(path, "--deepspeed-config");
   const json j = parse_json_input(text, path, "--deepspeed-config");
   if (!j.is_object()) fail(path, "--deepspeed-config", "expected a JSON object (DeepSpeed config)");
@@ -593,8 +722,113 @@ Draft from_deepspeed(const std::string& path, Spec* spec) {
   // line (deepspeed/runtime/engine.py:2970-2982 @edaa7221, _backward_epilogue ->
   // allreduce_gradients); with it, overlap_comm decides (below).
   spec->training.overlap_dp_comm = false;
+  // Every top-level key: read below, or walked (listed under -v, or refused with the reason).
+  static constexpr const char* kReadTop[] = {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
+                                             "zero_optimization", "bf16", "bfloat16", "fp16", "data_types",
+                                             "communication_data_type", "tensor_parallel", "optimizer",
+                                             "activation_checkpointing", "pipeline", "sparse_gradients",
+                                             "disable_allgather", "sequence_parallel_size"};
+  for (const auto& [k, v] : j.items())
+    if (std::find_if(std::begin(kReadTop), std::end(kReadTop), [&](const char* r) { return k == r; }) == std::end(kReadTop))
+      walk_ds_top_key(path, k, v, ignored);
+  // deepspeed/runtime/config.py: sparse_gradients, disable_allgather (booleans), sequence_parallel_size (Ulysses).
+  for (const char* k : {"sparse_gradients", "disable_allgather"}) {
+    auto it = j.find(k);
+    if (it == j.end() || *it == false) {
+      if (it != j.end() && ignored) ignored->push_back(std::string(k) + " (false, the default)");
+      continue;
+    }
+    fail(path, k, std::string(k == std::string("sparse_gradients") ? "sparse gradient all-reduce" : "broadcasts instead of all-gathers") +
+                      " are not modelled; expected false");
+  }
+  if (auto sp = j.find("sequence_parallel_size"); sp != j.end() && !(sp->is_number_integer() && sp->get<long long>() == 1))
+    fail(path, "sequence_parallel_size", "DeepSpeed-Ulysses sequence parallelism (an all-to-all over heads) is not modelled; expected 1");
+  if (auto opt = j.find("optimizer"); opt != j.end()) {
+    // deepspeed/runtime/config.py:586-590 (get_optimizer_name, lower-cased), engine.py:1640-1720 (the optimizers).
+    if (!opt->is_object()) fail(path, "optimizer", "expected an object with \"type\"");
+    auto ty = opt->find("type");
+    if (ty == opt->end() || !ty->is_string()) fail(path, "optimizer.type", "expected a string (Adam, AdamW)");
+    std::string name = ty->get<std::string>();
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
+    if (name != "adam" && name != "adamw" && name != "fusedadam")
+      fail(path, "optimizer.type", "'" + ty->get<std::string>() + "' is not modelled; expected Adam or AdamW (two fp32 moments)");
+    if (spec->training.optimizer != OptimizerKind::kAdam)
+      fail(path, "optimizer.type", "Adam conflicts with the spec's training.optimizer " +
+                                        std::string(optimizer_name(spec->training.optimizer)));
+    spec->training.optimizer_given = true;
+    for (const auto& [k, v] : opt->items())
+      if (k != "type" && ignored) ignored->push_back("optimizer." + k + " (the update's arithmetic, not its state)");
+  }
+  if (auto ac = j.find("activation_checkpointing"); ac != j.end() && ac->is_object()) {
+    // deepspeed/runtime/activation_checkpointing/config.py: what deepspeed.checkpointing does when the model calls it.
+    for (const auto& [k, v] : ac->items()) {
+      const std::string field = "activation_checkpointing." + k;
+      if (k == "partition_activations" || k == "cpu_checkpointing" || k == "contiguous_memory_optimization") {
+        if (v == true)
+          fail(path, field, "partitioned, CPU or contiguous checkpoints are not modelled; expected false (recompute comes from the layout)");
+      }
+      if (ignored) ignored->push_back(field + (v == true ? "" : " (recompute comes from the layout)"));
+    }
+  }
+  if (auto pc = j.find("pipeline"); pc != j.end() && pc->is_object())
+    for (const auto& [k, v] : pc->items())
+      if (ignored) ignored->push_back("pipeline." + k + " (the pipeline engine's settings: pp and recompute come from the layout)");
+  for (const char* prec : {"bf16", "bfloat16", "fp16"}) {
+    auto p = j.find(prec);
+    if (p == j.end() || !p->is_object()) continue;
+    for (const auto& [k, v] : p->items()) {
+      const std::string field = std::string(prec) + "." + k;
+      if (k == "enabled") continue;
+      // deepspeed/runtime/constants.py:148-150, 209: fp32 master weights and gradients kept in bf16/fp16 change the state.
+      if ((k == "bf16_master_weights_and_grads" || k == "bf16_optimizer_states" || k == "fp16_master_weights_and_grads") &&
+          v == true)
+        fail(path, field, "16-bit master weights or optimizer states are not modelled; expected false");
+      if (ignored) ignored->push_back(field + " (loss scaling and overflow checks)");
+    }
+  }
   if (auto z = j.find("zero_optimization"); z != j.end()) {
     if (!z->is_object()) fail(path, "zero_optimization", "expected an object");
+    static constexpr const char* kReadZero[] = {
+        "stage", "reduce_bucket_size", "overlap_comm", "offload_optimizer", "offload_param", "allgather_bucket_size",
+        "prefetch_bucket_size", "stage3_prefetch_bucket_size", "max_live_parameters", "stage3_max_live_parameters",
+        "max_reuse_distance", "stage3_max_reuse_distance", "param_persistence_threshold",
+        "stage3_param_persistence_threshold"};
+    for (const auto& [k, v] : z->items())
+      if (std::find_if(std::begin(kReadZero), std::end(kReadZero), [&](const char* r) { return k == r; }) == std::end(kReadZero))
+        walk_ds_zero_key(path, k, v, ignored);
+    // ZeRO-3's gather (Profile::gathered_by_prefetch_bucket), each under its name or its stage3_ alias
+    // (populate_by_name, runtime/config_utils.py:105): a count of elements, or "auto" (the HF Trainer's
+    // hidden_size² x 0.9 for the prefetch, deepspeed.py trainer_config_finalize; the default for the rest).
+    auto elements = [&](const char* name, const char* alias, std::int64_t def, std::int64_t autov) -> std::int64_t {
+      auto a = z->find(name), b = z->find(alias);
+      if (a != z->end() && b != z->end()) fail(path, std::string("zero_optimization.") + name, std::string("given twice, also as ") + alias);
+      auto it = a != z->end() ? a : b;
+      if (it == z->end()) return def;
+      const std::string field = std::string("zero_optimization.") + (a != z->end() ? name : alias);
+      if (is_auto(*it)) return autov;
+      if (!it->is_number() || it->get<double>() < 0 || it->get<double>() > 1e15)
+        fail(path, field, "expected a number of elements >= 0 or \"auto\", got " + it->dump());
+      return std::int64_t(it->get<double>());
+    };
+    const std::int64_t h2 = std::int64_t(spec->model.hidden_size) * spec->model.hidden_size;
+    spec->training.zero3_prefetch_bucket_size =
+        elements("prefetch_bucket_size", "stage3_prefetch_bucket_size", 50'000'000, std::int64_t(0.9 * double(h2)));
+    spec->training.zero3_max_live_parameters = elements("max_live_parameters", "stage3_max_live_parameters", 1'000'000'000, 1'000'000'000);
+    spec->training.zero3_max_reuse_distance = elements("max_reuse_distance", "stage3_max_reuse_distance", 1'000'000'000, 1'000'000'000);
+    // Parameters under the threshold stay gathered (ds_persist; deepspeed/runtime/zero/parameter_offload.py
+    // persistent parameters): the norms and biases, far under 1 % of memory, while it is below the smallest weight
+    // matrix; above that whole weights would persist, which is not modelled. "auto": 10 x hidden_size.
+    const std::int64_t persist = elements("param_persistence_threshold", "stage3_param_persistence_threshold", 100'000,
+                                          10 * std::int64_t(spec->model.hidden_size));
+    const std::int64_t smallest = std::int64_t(spec->model.hidden_size) * std::min<std::int64_t>(spec->model.kv_width(), spec->model.hidden_size);
+    if (persist >= smallest)
+      fail(path, z->contains("param_persistence_threshold") ? "zero_optimization.param_persistence_threshold"
+                                                            : "zero_optimization.stage3_param_persistence_threshold",
+           "would keep whole weight matrices (" + std::to_string(smallest) + " elements) gathered, which is not modelled; expected under " +
+               std::to_string(smallest));
+    for (const char* k : {"param_persistence_threshold", "stage3_param_persistence_threshold"})
+      if (ignored && z->contains(k))
+        ignored->push_back(std::string("zero_optimization.") + k + " (the norms and biases it keeps gathered, under 1 % of memory)");
     if (auto st = z->find("stage"); st != z->end()) {
       d.l.zero = pos_int(*st, "zero_optimization.stage", 0);
       if (d.l.zero > 3) fail(path, "zero_optimization.stage", "expected 0-3, got " + st->dump());
@@ -614,10 +848,17 @@ Draft from_deepspeed(const std::string& path, Spec* spec) {
       spec->training.grad_bucket_params = n;
       spec->training.grad_bucket_params_given = true;
     }
+    if (auto ab = z->find("allgather_bucket_size"); ab != z->end() && !is_auto(*ab)) {
+      // ZeRO-1/2's post-step all-gather of the updated partitions, in allgather_bucket_size buckets
+      // (stage_1_and_2.py:2394-2401): Training::gather_bucket_params.
+      if (!ab->is_number() || ab->get<double>() < 1 || ab->get<double>() > 1e15)
+        fail(path, "zero_optimization.allgather_bucket_size", "expected a positive number of elements, got " + ab->dump());
+      spec->training.gather_bucket_params = std::int64_t(ab->get<double>());
+    }
     // deepspeed/runtime/zero/config.py:138, 383-385 @edaa7221: overlap_comm
     // defaults to true at stage 3 only.
     spec->training.overlap_dp_comm = d.l.zero == 3;
-    if (auto oc = z->find("overlap_comm"); oc != z->end() && !is_auto(*oc)) {
+    if (auto oc = z->find("overlap_comm"); oc != z->end() && !is_auto(*oc) && !oc->is_null()) {  // null: the default
       if (!oc->is_boolean()) fail(path, "zero_optimization.overlap_comm", "expected true, false or \"auto\", got " + oc->dump());
       spec->training.overlap_dp_comm = oc->get<bool>();
     }
@@ -773,7 +1014,7 @@ Layout layout_from_sources(Spec* spec, const std::string& spec_file, const Layou
   if (req.megatron_args) merge(&d, from_megatron(*req.megatron_args, spec, req.ignored_flags, req.framework_defaults));
   int ds_accumulation = 0;
   if (req.deepspeed_config) {
-    const Draft ds = from_deepspeed(*req.deepspeed_config, spec);
+    const Draft ds = from_deepspeed(*req.deepspeed_config, spec, req.ignored_flags);
     merge(&d, ds);
     ds_accumulation = ds.accumulation;
   }

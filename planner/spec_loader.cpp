@@ -343,7 +343,8 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
                      "overlap_dp_comm", "overlap_param_gather", "framework", "fp8", "fp8_param_gather", "pipeline_scatter_gather",
                      "gradient_accumulation_fusion", "cross_entropy_fusion", "tp_comm_overlap", "grad_reduce_dtype", "moe_load_imbalance", "moe_capacity_factor",
                      "moe_pad_to_capacity", "mtp", "moe_grouped_gemm", "transformer_impl", "tp_async_allreduce", "deterministic",
-                     "overlap_p2p_comm", "overlap_p2p_comm_warmup_flush", "moe_token_dispatcher", "moe_ep_overlap"});
+                     "overlap_p2p_comm", "overlap_p2p_comm_warmup_flush", "moe_token_dispatcher", "moe_ep_overlap",
+                     "zero3_prefetch_bucket_size", "zero3_max_live_parameters", "zero3_max_reuse_distance"});
   t->framework = Framework(r.opt_choice("framework", int(Framework::kMegatron),
                                         {"megatron", "deepspeed", "fsdp", "nanotron", "paraplan"}));
   t->seq_length_given = r.has("seq_length");
@@ -377,6 +378,10 @@ void load_training(const MapReader& top, const std::string& file, const Model& m
   t->grad_bucket_params_given = r.has("grad_bucket_params");
   t->grad_bucket_params = r.opt_int("grad_bucket_params", t->grad_bucket_params, 1);
   t->overlap_dp_comm = r.opt_bool("overlap_dp_comm", true);
+  // DeepSpeed ZeRO-3's stage3_prefetch_bucket_size, stage3_max_live_parameters, stage3_max_reuse_distance.
+  t->zero3_prefetch_bucket_size = r.opt_int("zero3_prefetch_bucket_size", t->zero3_prefetch_bucket_size, 0);
+  t->zero3_max_live_parameters = r.opt_int("zero3_max_live_parameters", t->zero3_max_live_parameters, 0);
+  t->zero3_max_reuse_distance = r.opt_int("zero3_max_reuse_distance", t->zero3_max_reuse_distance, 0);
   t->overlap_param_gather = r.opt_bool("overlap_param_gather", true);
   t->fp8 = r.opt_bool("fp8", false);
   t->fp8_param_gather = r.opt_bool("fp8_param_gather", false);

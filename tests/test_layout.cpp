@@ -3,6 +3,8 @@
 
 #include <cstdio>
 #include <fstream>
+#include <sstream>
+#include <algorithm>
 
 #include "costmodel/layout.hpp"
 #include "costmodel/memory.hpp"
@@ -450,4 +452,97 @@ TEST_CASE("microbatch_group: printed only when set, read from Megatron, checked 
   req.megatron_args = "--pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 1 --micro-batch-size 4 "
                       "--microbatch-group-size-per-virtual-pipeline-stage 5";
   CHECK(layout_from_sources(&m, "test", req) == parse_layout("dp=2,pp=4,vpp=3,mbs=4,microbatch_group=5"));
+}
+
+TEST_CASE("Every DeepSpeed config key at edaa7221 is read, listed as not changing memory or time, or refused with the reason",
+          "[layout][deepspeed]") {
+  // tests/data/deepspeed-edaa7221-keys.txt: DeepSpeedZeroConfig's fields and aliases and the top-level keys
+  // DeepSpeedConfig reads, each with its default and the class worked out from DeepSpeed's code.
+  std::ifstream in(test::repo("tests/data/deepspeed-edaa7221-keys.txt"));
+  REQUIRE(in);
+  const std::string path = "/tmp/paraplan_test_ds_walk.json";
+  int zero_keys = 0, top_keys = 0;
+  auto run = [&](const std::string& config, std::vector<std::string>* ignored) {
+    Spec s = test::spec_for(test::model("llama-2-7b"), 8, 4096, 64);
+    s.training.framework = Framework::kDeepSpeed;
+    std::ofstream(path) << config;
+    LayoutRequest r;
+    r.deepspeed_config = path;
+    r.layout = "mbs=1";
+    r.ignored_flags = ignored;
+    return layout_from_sources(&s, "spec.yaml", r);
+  };
+  auto listed = [](const std::vector<std::string>& v, const std::string& field) {
+    return std::any_of(v.begin(), v.end(), [&](const std::string& x) { return x.rfind(field + " (", 0) == 0; });
+  };
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    for (std::string x; std::getline(ss, x, '|');) f.push_back(x);
+    REQUIRE(f.size() == 5);
+    const bool zero = f[0] == "zero";
+    zero ? ++zero_keys : ++top_keys;
+    const std::string& key = f[1];
+    const std::string field = zero ? "zero_optimization." + key : key;
+    auto config = [&](const std::string& value) {
+      return zero ? R"({"zero_optimization": {"stage": )" + std::string(key == "stage" ? "3" : "3, \"" + key + "\": " + value) + "}}"
+                  : "{\"" + key + "\": " + value + "}";
+    };
+    INFO(line);
+    std::vector<std::string> ignored;
+    REQUIRE_NOTHROW(run(config(f[2]), &ignored));  // every default is accepted
+    if (f[3] == "listed" || f[3] == "default-only") CHECK(listed(ignored, field));
+    if (f[3] == "read") CHECK(!listed(ignored, field));
+    if (f[4] != "-") {
+      // The value that changes the run: refused, naming the key (or the sub-key under it).
+      try {
+        run(config(f[4]), nullptr);
+        FAIL("accepted " << f[4]);
+      } catch (const SpecError& e) {
+        CHECK(e.one_line().find(field) != std::string::npos);
+      }
+    }
+  }
+  CHECK(zero_keys == 53);  // DeepSpeedZeroConfig's 44 fields (config.py:95-376) and the 9 stage3_ aliases among them
+  CHECK(top_keys > 50);
+  // A zero_optimization key DeepSpeed does not have is refused as DeepSpeed refuses it (extra="forbid"); an unknown
+  // top-level key is ignored by DeepSpeed and listed.
+  try {
+    run(R"({"zero_optimization": {"stage": 2, "reduce_scater": true}})", nullptr);
+    FAIL("accepted an unknown zero_optimization key");
+  } catch (const SpecError& e) {
+    CHECK(e.one_line().find("zero_optimization.reduce_scater: unknown key") != std::string::npos);
+  }
+  std::vector<std::string> ignored;
+  run(R"({"train_micro_batch_size_per_gpu": 1, "my_own_key": 3})", &ignored);
+  CHECK(listed(ignored, "my_own_key"));
+  std::remove(path.c_str());
+}
+
+TEST_CASE("DeepSpeed ZeRO-3's gather: the largest module, the prefetch bucket and the reuse distance, as its coordinator",
+          "[layout][deepspeed][memory]") {
+  // Llama-2-7B, 8 GPUs, ZeRO-3, stage 0 (which holds the embedding, 32000 x 4096 = 131,072,000 parameters, its
+  // largest module). Defaults: prefetch 5e7, max live 1e9, reuse 1e9 (kept: 5e8) -> 681,072,000 params x 2 B.
+  const std::string path = "/tmp/paraplan_test_ds_z3.json";
+  auto gathered = [&](const std::string& zero) {
+    Spec s = test::spec_for(test::model("llama-2-7b"), 8, 4096, 64);
+    s.training.framework = Framework::kDeepSpeed;
+    std::ofstream(path) << R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3)" +
+                               zero + "}}";
+    LayoutRequest r;
+    r.deepspeed_config = path;
+    const Layout l = layout_from_sources(&s, "spec.yaml", r);
+    for (const Term& t : stage_terms(s, l, 0))
+      if (t.name == "ZeRO-3 gathered parameters") return t.bytes;
+    return std::int64_t(-1);
+  };
+  CHECK(gathered("") == 681'072'000LL * 2);
+  // A smaller prefetch and reuse distance: 131,072,000 + 1e7 + 1e8 / 2.
+  CHECK(gathered(R"(, "stage3_prefetch_bucket_size": 1e7, "stage3_max_reuse_distance": 1e8)") == 191'072'000LL * 2);
+  // max_live caps the prefetch: min(5e7, 1.5e8 - 131,072,000 = 18,928,000).
+  CHECK(gathered(R"(, "stage3_max_live_parameters": 1.5e8, "stage3_max_reuse_distance": 0)") == 150'000'000LL * 2);
+  // The HF Trainer's "auto": 0.9 x hidden² = 15,099,494 (transformers deepspeed.py trainer_config_finalize).
+  CHECK(gathered(R"(, "stage3_prefetch_bucket_size": "auto", "stage3_max_reuse_distance": 0)") == (131'072'000LL + 15'099'494) * 2);
+  std::remove(path.c_str());
 }

@@ -181,6 +181,11 @@ const Profile& deepspeed_profile() {
       ReduceBuckets::kFixed,
       DS "deepspeed/runtime/zero/config.py:113 (reduce_bucket_size 5e8 elements per reduction; allgather_bucket_size "
          "the same, :132)"))));
+    q.gathered_by_prefetch_bucket =
+        DS "deepspeed/runtime/zero/partitioned_param_coordinator.py:310-485 (fetch_sub_module: the current module's "
+           "parameters, then prefetch while numel_prefetching < min(max_live - available, prefetch_bucket_size)), "
+           ":494-530 (released after the module); zero/config.py:215, 238 (stage3_prefetch_bucket_size 5e7, "
+           "stage3_max_live_parameters 1e9)";
     q.terms = TermSources{
         8,
         "JUDGEMENT: the user's batch, int64 token ids and labels as HF tokenizers and datasets give them (DeepSpeed "

@@ -433,6 +433,10 @@ struct Profile {
   // Why a GPipe (all forwards, then all backwards) pipeline is not this
   // framework's; nullptr: it has one.
   const char* gpipe_note = nullptr;
+  // DeepSpeed ZeRO-3 gathers module by module (its largest weight: largest_grad_group), prefetches up to
+  // training.zero3_prefetch_bucket_size more within training.zero3_max_live_parameters, and keeps what is reused
+  // within training.zero3_max_reuse_distance (Source: its coordinator); nullptr: gathered_groups x the largest layer.
+  Source gathered_by_prefetch_bucket = nullptr;
 };
 
 // A profile whose ZeRO-1/2 parameter all-gather runs whole after the
