@@ -285,6 +285,7 @@ int main(int argc, char** argv) {
   s.catalog = load_catalog(find_configs_dir(dir, PARAPLAN_SOURCE_CONFIGS));
   parse_view(o.view, &s.ui.focus);
   s.ui.log_y = o.log_y;
+  s.ui.log_y_chosen = o.log_y;
   s.ui.pin_tooltip = o.tooltip;
   s.ui.filter.text = o.filter;
   s.ui.filter.fits_only = o.fits_only;

@@ -84,6 +84,14 @@ ChartView default_view(const ChartData& d, bool log_y) {
   return v;
 }
 
+bool wide_step_range(const ChartData& d) {
+  const ChartView v = default_view(d, false);
+  double lo = 1e300, hi = 0;
+  for (size_t i = 0; i < d.x_gib.size(); ++i)
+    if (d.x_gib[i] <= v.x_hi && d.y_s[i] > 0) lo = std::min(lo, double(d.y_s[i])), hi = std::max(hi, double(d.y_s[i]));
+  return hi > 0 && hi >= 10 * lo;
+}
+
 void zoom_view(ChartView* v, double f, double ax, double ay, bool zx, bool zy) {
   if (zx) {
     v->x_lo = ax + (v->x_lo - ax) * f;

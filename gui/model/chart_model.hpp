@@ -56,6 +56,10 @@ struct ChartView {
 // largest peak, whichever is less beyond 3 × capacity (far-off OOM layouts do
 // not squash the interesting part); step time over all points in it, padded 5%.
 ChartView default_view(const ChartData& d, bool log_y);
+// Whether the step times in the default view's memory window span a decade or more (an MoE-scale plan, or
+// one with far-off pipeline layouts): then a linear axis squashes the fast layouts into its bottom pixels, and
+// the chart starts on a log axis unless the user chose (issue 46).
+bool wide_step_range(const ChartData& d);
 // Zoom by `factor` (< 1 zooms in) about the data point (ax, ay), on x, y or both.
 void zoom_view(ChartView* v, double factor, double ax, double ay, bool zoom_x, bool zoom_y);
 // Move the view by a data-space offset (on the y axis, in log10 units when log).

@@ -62,6 +62,7 @@ void Session::apply(std::shared_ptr<const PlanSnapshot> snap) {
   plan_ = std::move(snap);
   applied_gen_ = plan_->generation;
   chart_ = chart_data(plan_->plan, plan_->gpu_bytes, plan_->usable_bytes);
+  if (!ui.log_y_chosen) ui.log_y = wide_step_range(chart_);
   if (!ui.chart_zoomed) ui.chart_view = default_view(chart_, ui.log_y);
   refresh_table();
   // Keep the selected layout when the new plan still has it (or it still

@@ -33,6 +33,7 @@ struct UiState {
   SortSpec sort;
   ColorBy color_by = ColorBy::kZero;
   bool log_y = false;
+  bool log_y_chosen = false;    // the user set log_y (--log-y, the checkbox): else each plan picks (wide_step_range)
   bool dim_filtered = true;     // chart: points the table filters out drawn faint
   ChartView chart_view;
   bool chart_zoomed = false;    // the user moved the view: keep it across re-plans

@@ -74,6 +74,20 @@ TEST_CASE("a far-off OOM layout does not squash the default view", "[chart]") {
   CHECK(v.y_hi == Approx(20.6));
 }
 
+TEST_CASE("a plan whose step times span a decade starts on a log axis", "[chart]") {
+  // The six fixture points run from 8 s to 20 s: 2.5x, linear.
+  const ChartData d = chart_data(six_plan(), std::int64_t(80 * kGiB), std::int64_t(76 * kGiB));
+  CHECK(!wide_step_range(d));
+  // An MoE-scale spread: a 0.7 s layout beside the 20 s one is 28.6x, a decade and more: log.
+  Plan p = six_plan();
+  p.candidates.push_back(test::cand("dp=8", true, 30, 0.7, 1, 0, 0, 0));
+  CHECK(wide_step_range(chart_data(p, std::int64_t(80 * kGiB), std::int64_t(76 * kGiB))));
+  // Only the points in the default memory window count: a 1000 GiB layout at 300 s is outside it.
+  Plan q = six_plan();
+  q.candidates.push_back(test::cand("dp=8", false, 1000, 300, 1, 0, 0, 0));
+  CHECK(!wide_step_range(chart_data(q, std::int64_t(80 * kGiB), std::int64_t(76 * kGiB))));
+}
+
 TEST_CASE("zoom and pan", "[chart]") {
   ChartView v;
   v.x_lo = 0, v.x_hi = 100, v.y_lo = 0, v.y_hi = 20;

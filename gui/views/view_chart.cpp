@@ -23,6 +23,7 @@ void controls(Session& s) {
   if (ImGui::Combo("colour by", &by, "ZeRO stage\0recompute\0fits / OOM\0")) ui.color_by = ColorBy(by);
   ImGui::SameLine();
   if (ImGui::Checkbox("log step time", &ui.log_y)) {
+    ui.log_y_chosen = true;
     ui.chart_view = default_view(s.chart(), ui.log_y);
     ui.chart_zoomed = false;
   }
