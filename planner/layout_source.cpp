@@ -91,7 +91,9 @@ constexpr const char* kReadMegatronFlags[] = {
     "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--add-qkv-bias", "--normalization",
     "--position-embedding-type", "--no-gradient-accumulation-fusion", "--cross-entropy-loss-fusion", "--tp-comm-overlap", "--use-megatron-fsdp",
     "--data-parallel-sharding-strategy", "--attention-dropout", "--hidden-dropout",
-    "--moe-token-dispatcher-type", "--overlap-moe-expert-parallel-comm"};
+    "--moe-token-dispatcher-type", "--overlap-moe-expert-parallel-comm", "--kv-channels", "--optimizer",
+    "--ddp-bucket-size", "--max-position-embeddings", "--num-layers-at-start-in-bf16", "--num-layers-at-end-in-bf16",
+    "--first-last-layers-bf16"};
 
 bool is_read_flag(const std::string& f) {
   for (const char* k : kReadMegatronFlags)
@@ -143,6 +145,50 @@ std::string looks_like_read_flag(const std::string& f) {
     if (d < nearest_d) nearest_d = d, nearest = ks;
   }
   return !best.empty() ? best : keyword ? nearest : "";
+}
+
+// Megatron-LM flags that change memory or time in a way paraplan does not model: refused with the reason,
+// unless given the value that changes nothing (ok: nullptr for a store_true flag, which only turns the thing
+// on). NVIDIA/Megatron-LM@d98e8a64: the TransformerConfig / ModelParallelConfig / TrainingConfig fields behind
+// the flags (megatron/core/transformer/transformer_config.py, megatron/training/config/*.py, turned into flags
+// by ArgumentGroupFactory) and arguments.py's own (:2913-2918 optimizer, :3216 instances, :3660 hybrid, :3629
+// and :3645 layer specs, :3667-3680 precision-aware optimizer). Issue 46: they were listed under -v as not
+// changing memory or time.
+struct MegatronRefused {
+  const char* flag;
+  const char* ok;  // the value that changes nothing; nullptr: a boolean flag, refused when given
+  const char* why;
+};
+constexpr MegatronRefused kMegatronRefused[] = {
+    {"--use-torch-fsdp2", nullptr, "Megatron on torch FSDP2 is not modelled under the megatron profile; use --framework fsdp (torchtitan's FSDP2) or --use-megatron-fsdp"},
+    {"--optimizer-cpu-offload", nullptr, "optimizer CPU offload is not modelled"},
+    {"--fine-grained-activation-offloading", nullptr, "activation offloading is not modelled"},
+    {"--num-distributed-optimizer-instances", "1", "several distributed-optimizer instances (partial sharding) are not modelled"},
+    {"--main-grads-dtype", "fp32", "16-bit main gradients (the precision-aware optimizer) are not modelled"},
+    {"--main-params-dtype", "fp32", "16-bit main parameters (the precision-aware optimizer) are not modelled"},
+    {"--exp-avg-dtype", "fp32", "a low-precision Adam first moment (the precision-aware optimizer) is not modelled"},
+    {"--exp-avg-sq-dtype", "fp32", "a low-precision Adam second moment (the precision-aware optimizer) is not modelled"},
+    {"--empty-unused-memory-level", "0", "emptying the caching allocator during the step changes reserved memory, which is not modelled"},
+    {"--enable-cuda-graph", nullptr, "CUDA graphs (their static buffers and memory pool) are not modelled"},
+    {"--external-cuda-graph", nullptr, "CUDA graphs (their static buffers and memory pool) are not modelled"},
+    {"--cuda-graph-impl", "none", "CUDA graphs (their static buffers and memory pool) are not modelled"},
+    {"--fp4", nullptr, "NVFP4 training is not modelled"},
+    {"--fp4-param", nullptr, "NVFP4 training is not modelled"},
+    {"--hybrid-override-pattern", nullptr, "Mamba hybrid layers are not modelled"},
+    {"--is-hybrid-model", nullptr, "Mamba hybrid layers are not modelled"},
+    {"--heterogeneous-layers-config-path", nullptr, "heterogeneous layers (a per-layer config) are not modelled"},
+    {"--spec", nullptr, "a custom layer spec is not modelled"},
+    {"--moe-shared-expert-overlap", nullptr, "the shared experts' overlap with the dispatch is not modelled"},
+    {"--moe-enable-deepep", nullptr, "the DeepEP (flex) dispatcher is not modelled; expected --moe-token-dispatcher-type alltoall or allgather"},
+    {"--delay-wgrad-compute", nullptr, "delayed weight-gradient computation is not modelled"},
+    {"--qk-layernorm", nullptr, "is given but the model has no query/key norms (qk_norm: false)"},
+    {"--multi-latent-attention", nullptr, "is given but the model has no multi-latent attention (q_lora_rank / kv_lora_rank)"},
+};
+
+const MegatronRefused* megatron_refused(const std::string& flag) {
+  for (const MegatronRefused& r : kMegatronRefused)
+    if (flag == r.flag) return &r;
+  return nullptr;
 }
 
 // TransformerConfig fields that Megatron-LM's parser excludes, under "no CLI argument exists for these" and
@@ -212,6 +258,7 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
        overlap_param_gather = false;
   bool megatron_fsdp = false, local_impl = false, attention_given = false;
   bool attention_dropout_given = false, hidden_dropout_given = false;
+  std::string fp8_bf16_layers_flag;  // --num-layers-at-start/end-in-bf16, --first-last-layers-bf16
   // Megatron's default dispatcher at d98e8a64 is allgather (transformer_config.py:891).
   if (spec->model.is_moe()) spec->training.moe_dispatcher = Training::MoeDispatcher::kAllGather;
   int fsdp_zero = 3;  // --data-parallel-sharding-strategy's default optim_grads_params (arguments.py:3190)
@@ -228,6 +275,22 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
                (flag == "--virtual-pipeline-model-parallel-size"
                     ? "; use --num-virtual-stages-per-pipeline-rank or --num-layers-per-virtual-pipeline-stage"
                     : ""));
+    if (const MegatronRefused* r = megatron_refused(flag)) {
+      // The model's own architecture flags are accepted where the model has the thing.
+      const bool model_has = (flag == "--qk-layernorm" && spec->model.qk_norm) ||
+                             (flag == "--multi-latent-attention" && spec->model.kv_lora_rank > 0);
+      if (r->ok || model_has) {
+        std::string v;
+        if (inline_value) v = value;
+        else if (r->ok && i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) v = args[++i];
+        if (model_has || v == r->ok) {
+          if (ignored) ignored->push_back(flag + (model_has ? " (the model's own)" : " " + v + " (the default)"));
+          continue;
+        }
+        if (r->ok) fail(src, flag, std::string(r->why) + "; expected " + r->ok + ", got '" + v + "'");
+      }
+      fail(src, flag, r->why);
+    }
     if (!is_read_flag(flag)) {
       // Megatron's argparse refuses a flag it does not know; paraplan refuses
       // one that looks like a layout, batch, recompute or precision flag, so
@@ -442,6 +505,32 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
       spec->training.moe_capacity_factor = x > 0 ? x : 0;
     } else if (flag == "--moe-pad-expert-input-to-capacity") spec->training.moe_pad_to_capacity = true;
     else if (flag == "--moe-grouped-gemm") spec->training.moe_grouped_gemm = true;
+    else if (flag == "--kv-channels") model_must_match(spec->model.head_dim, "head_dim");
+    else if (flag == "--max-position-embeddings") {
+      // The learned position table's rows (language_model_embedding.py); with rope it only bounds the sequence.
+      const int v = to_pos_int(src, flag, val(), 1);
+      if (spec->model.position_embedding == PositionEmbedding::kLearned && v != spec->model.max_position_embeddings)
+        fail(src, flag, "is " + std::to_string(v) + " but the model's max_position_embeddings is " +
+                            std::to_string(spec->model.max_position_embeddings) + " (its learned position table)");
+    } else if (flag == "--optimizer") {
+      // arguments.py:2913-2916: adam (default), sgd, muon, dist_muon, lion, soap, adaptive_muon.
+      const std::string& v = val();
+      if (v == "adam") spec->training.optimizer = OptimizerKind::kAdam;
+      else if (v == "sgd") spec->training.optimizer = OptimizerKind::kSgd;
+      else fail(src, flag, "'" + v + "' is not modelled; expected adam or sgd");
+      spec->training.optimizer_given = true;
+      if (!spec->training.optimizer_state_bytes_given)
+        spec->training.optimizer_state_bytes = default_optimizer_state_bytes(spec->training.optimizer, spec->training.precision);
+    } else if (flag == "--ddp-bucket-size") {
+      // arguments.py:3125: the DDP bucket in parameters (the buckets are views of the gradient buffer).
+      spec->training.grad_bucket_params = to_pos_int(src, flag, val(), 1);
+      spec->training.grad_bucket_params_given = true;
+    } else if (flag == "--num-layers-at-start-in-bf16" || flag == "--num-layers-at-end-in-bf16" ||
+               flag == "--first-last-layers-bf16") {
+      // FP8 only (transformer_config.py first_last_layers_bf16): without --fp8-format nothing changes.
+      if (flag != "--first-last-layers-bf16") to_pos_int(src, flag, val(), 0);
+      fp8_bf16_layers_flag = flag;
+    }
     else if (flag == "--moe-token-dispatcher-type") {
       const std::string& v = val();
       if (v == "alltoall") spec->training.moe_dispatcher = Training::MoeDispatcher::kAllToAll;
@@ -464,6 +553,11 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
     // Every other Megatron flag does not change the memory layout: ignored.
   }
   if (local_impl && !attention_given) spec->training.flash_attention = false;
+  if (!fp8_bf16_layers_flag.empty()) {
+    if (spec->training.fp8)
+      fail(src, fp8_bf16_layers_flag, "layers kept in bf16 under FP8 are not modelled (every layer's GEMMs are priced in FP8)");
+    if (ignored) ignored->push_back(fp8_bf16_layers_flag + " (FP8 only; no --fp8-format)");
+  }
   // Megatron trains with dropout unless told otherwise: hidden_dropout = attention_dropout = 0.1
   // (NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/transformer_config.py:188, 191; the flags'
   // defaults come from the dataclass, arguments.py _add_network_size_args). A Megatron command line without

@@ -1199,3 +1199,72 @@ TEST_CASE("BF16 on a GPU without BF16 (V100) is refused, naming the key or flag,
   REQUIRE((f.code == 0 || f.code == 1));
   CHECK(json::parse(f.out).at("memory").at("weights") == j.at("memory").at("weights"));
 }
+
+TEST_CASE("Megatron flags that change memory or time beyond the model are refused with the reason, not listed as ignored",
+          "[cli][megatron]") {
+  TempDir dir;
+  // Each is a real flag of Megatron-LM@d98e8a64 (planner/megatron_flags.inc, generated from its sources) ...
+  std::ifstream inc(std::string(PARAPLAN_SOURCE_DIR) + "/planner/megatron_flags.inc");
+  const std::string flags((std::istreambuf_iterator<char>(inc)), std::istreambuf_iterator<char>());
+  struct Refused {
+    const char* args;
+    const char* reason;
+  };
+  const Refused cases[] = {
+      {"--use-torch-fsdp2", "torch FSDP2 is not modelled"},
+      {"--optimizer-cpu-offload", "optimizer CPU offload"},
+      {"--fine-grained-activation-offloading", "activation offloading"},
+      {"--num-distributed-optimizer-instances 2", "expected 1, got '2'"},
+      {"--use-precision-aware-optimizer --main-grads-dtype bf16", "16-bit main gradients"},
+      {"--main-params-dtype fp16", "16-bit main parameters"},
+      {"--exp-avg-dtype fp8", "low-precision Adam first moment"},
+      {"--exp-avg-sq-dtype bf16", "low-precision Adam second moment"},
+      {"--empty-unused-memory-level 2", "reserved memory"},
+      {"--enable-cuda-graph", "CUDA graphs"},
+      {"--external-cuda-graph", "CUDA graphs"},
+      {"--cuda-graph-impl transformer_engine", "CUDA graphs"},
+      {"--fp4 e2m1", "NVFP4"},
+      {"--hybrid-override-pattern M-M-", "Mamba hybrid layers"},
+      {"--is-hybrid-model", "Mamba hybrid layers"},
+      {"--spec some.module Spec", "custom layer spec"},
+      {"--heterogeneous-layers-config-path layers.json", "heterogeneous layers"},
+      {"--moe-shared-expert-overlap", "shared experts' overlap"},
+      {"--delay-wgrad-compute", "delayed weight-gradient"},
+      {"--qk-layernorm", "no query/key norms"},
+      {"--multi-latent-attention", "no multi-latent attention"},
+      {"--optimizer muon", "'muon' is not modelled; expected adam or sgd"},
+      {"--kv-channels 64", "is 64 but the model's head_dim is 128"},
+      {"--fp8-format hybrid --num-layers-at-start-in-bf16 1", "layers kept in bf16 under FP8"},
+  };
+  for (const Refused& c : cases) {
+    INFO(c.args);
+    const std::string flag = std::string(c.args).substr(0, std::string(c.args).find(' '));
+    CHECK(flags.find("\"" + flag + "\"") != std::string::npos);
+    const Result r = run_paraplan({"check", kLlama2Example, "--megatron-args", c.args}, dir.path());
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Catch::Matchers::Contains(c.reason));
+  }
+  // ... and at the value that changes nothing, listed under -v as its default.
+  const Result ok = run_paraplan({"check", kLlama2Example, "-v", "--megatron-args",
+                                  "--num-distributed-optimizer-instances 1 --main-grads-dtype fp32 --empty-unused-memory-level 0 "
+                                  "--cuda-graph-impl none --kv-channels 128 --optimizer adam"},
+                                 dir.path());
+  INFO(ok.err);
+  CHECK(ok.code <= 1);
+  CHECK_THAT(ok.err, Catch::Matchers::Contains("--empty-unused-memory-level 0 (the default)"));
+  // A model that has query/key norms takes --qk-layernorm (Qwen3-30B-A3B: q_norm, k_norm).
+  const Result qk = run_paraplan({"check", "--model", "qwen3-30b-a3b", "--gpus", "64", "--gpu", "h100", "--megatron-args",
+                                  "--qk-layernorm --expert-model-parallel-size 8 --moe-token-dispatcher-type alltoall "
+                                  "--use-distributed-optimizer"},
+                                 dir.path());
+  INFO(qk.err);
+  CHECK(qk.code <= 1);
+  // --optimizer sgd: SGD with momentum keeps one fp32 state per parameter, Adam two. Llama-2-7B's 6,738,415,616
+  // parameters at tp 8: the 65 norms of 4096 (266,240) are replicated, the rest split, (6,738,415,616 - 266,240) / 8
+  // + 266,240 = 842,534,912 per rank, so the optimizer terms differ by 4 B x 842,534,912 = 3,370,139,648 B.
+  const json adam = run_json({}, {"check", kLlama2Example, "--format", "json", "--megatron-args", "--tensor-model-parallel-size 8"});
+  const json sgd = run_json({}, {"check", kLlama2Example, "--format", "json", "--megatron-args",
+                                 "--tensor-model-parallel-size 8 --optimizer sgd"});
+  CHECK(adam.at("memory").at("optimizer").get<std::int64_t>() - sgd.at("memory").at("optimizer").get<std::int64_t>() ==
+        3'370'139'648LL);
+}
