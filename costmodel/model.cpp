@@ -114,7 +114,7 @@ std::int64_t output_params(const Model& m) {
 std::int64_t final_norm_params(const Model& m) { return norm_params(m); }
 
 std::int64_t total_params(const Model& m) {
-  if (m.is_moe() || m.mla()) return count_params(m).total;
+  if (m.is_moe() || m.mla() || m.hybrid()) return count_params(m).total;
   return m.num_layers * layer_params(m) + embedding_params(m) + output_params(m) +
          final_norm_params(m);
 }
@@ -171,10 +171,33 @@ std::int64_t moe_mlp_active_params(const Model& m) {
   return moe_mlp_params(m) - std::int64_t(m.num_experts - m.experts_per_token) * mlp_of(m, m.moe_ffn_hidden_size);
 }
 
+std::int64_t mamba_mixer_params(const Model& m) {
+  const std::int64_t h = m.hidden_size, inner = std::int64_t(m.mamba_heads) * m.mamba_head_dim;
+  const std::int64_t conv_dim = inner + 2 * std::int64_t(m.mamba_groups) * m.mamba_state;
+  const std::int64_t in_out = inner + conv_dim + m.mamba_heads;
+  std::int64_t p = h * in_out + conv_dim * m.mamba_conv_kernel + 3 * std::int64_t(m.mamba_heads) + inner + inner * h;
+  if (m.mamba_conv_bias) p += conv_dim;
+  if (m.mamba_proj_bias) p += in_out + h;
+  return p;
+}
+
 ParamCounts count_params(const Model& m) {
   const std::int64_t norms = m.norms_per_layer() * norm_params(m), attn = attention_params(m);
   ParamCounts c;
   c.total = c.active = embedding_params(m) + output_params(m) + final_norm_params(m);
+  if (m.hybrid()) {
+    // One block per character, each a pre-norm and its mixer (NemotronHBlock: norm, mixer, residual).
+    for (const char ch : m.hybrid_pattern) {
+      const std::int64_t n = norm_params(m);
+      switch (ch) {
+        case 'M': c.total += n + mamba_mixer_params(m), c.active += n + mamba_mixer_params(m); break;
+        case '*': c.total += n + attn, c.active += n + attn; break;
+        case '-': c.total += n + dense_mlp_params(m), c.active += n + dense_mlp_params(m); break;
+        default: c.total += n + moe_mlp_params(m), c.active += n + moe_mlp_active_params(m); break;  // 'E'
+      }
+    }
+    return c;
+  }
   for (int i = 0; i < m.num_layers; ++i) {
     const bool moe = m.is_moe_layer(i);
     c.total += attn + norms + (moe ? moe_mlp_params(m) : dense_mlp_params(m));
@@ -205,6 +228,10 @@ double approx_params(const Model& m) {
   layer += (h + 1) * m.q_lora_rank + double(m.q_lora_rank) * heads * qk + h * heads * qk +
            (h + 1) * (double(m.kv_lora_rank) + m.qk_rope_head_dim) +
            double(m.kv_lora_rank) * heads * (double(m.qk_nope_head_dim) + m.v_head_dim) + heads * m.v_head_dim * h;
+  // A Mamba-2 mixer, bounded from above (mamba_mixer_params).
+  const double inner = double(m.mamba_heads) * m.mamba_head_dim, conv = inner + 2.0 * m.mamba_groups * m.mamba_state;
+  layer += (h + 1) * (inner + conv + m.mamba_heads) + conv * (m.mamba_conv_kernel + 1) + 3.0 * m.mamba_heads + inner +
+           (inner + 1) * h;
   const double emb = double(m.vocab_size) * h * (m.tie_embeddings ? 1 : 2) + double(m.max_position_embeddings) * h;
   return double(m.num_layers + m.mtp_layers) * layer + emb;
 }

@@ -47,6 +47,18 @@ struct Model {
   // Architecture keys paraplan reads but does not model in memory or time
   // (HF config: soft-capping, sliding windows), each "key: what is not modelled".
   std::vector<std::string> caveats;
+  // A Mamba-2 hybrid (Megatron-LM's hybrid_override_pattern, HF NemotronH): one character per layer, M a
+  // Mamba-2 mixer, * attention, - an MLP, E a mixture of experts, each behind its own pre-norm
+  // (NVIDIA/Megatron-LM@d98e8a64 megatron/core/models/mamba/mamba_model.py; transformers
+  // models/nemotron_h/modeling_nemotron_h.py NemotronHBlock). Empty: every layer is attention + MLP.
+  // Counted (count_params); its memory and time are not modelled yet, so planning refuses it
+  // (refuse_unplanned, planner/catalog.cpp).
+  std::string hybrid_pattern;
+  // The Mamba-2 mixer (NemotronHMamba2Mixer / Megatron's MambaMixer): heads x head_dim channels (expand x h),
+  // n_groups groups of B and C of ssm_state_size each, a causal depthwise conv of conv_kernel taps.
+  int mamba_heads = 0, mamba_head_dim = 0, mamba_state = 0, mamba_groups = 1, mamba_conv_kernel = 4;
+  bool mamba_conv_bias = true, mamba_proj_bias = false;
+  bool hybrid() const { return !hybrid_pattern.empty(); }
   PositionEmbedding position_embedding = PositionEmbedding::kRope;
   int max_position_embeddings = 0;
   double hidden_dropout = 0.0;
@@ -465,6 +477,11 @@ std::int64_t attention_params(const Model& m);
 std::int64_t dense_mlp_params(const Model& m);
 std::int64_t moe_mlp_params(const Model& m);
 std::int64_t moe_mlp_active_params(const Model& m);
+// One Mamba-2 mixer: in_proj h -> (d_inner + conv_dim + heads) with conv_dim = d_inner + 2 x groups x state,
+// the depthwise conv1d (conv_dim x kernel, + conv_dim bias), dt_bias, A_log and D (heads each), the gated
+// RMSNorm (d_inner) and out_proj d_inner -> h (transformers modeling_nemotron_h.py NemotronHMamba2Mixer.__init__;
+// Megatron-LM@d98e8a64 megatron/core/ssm/mamba_mixer.py MambaMixer.__init__).
+std::int64_t mamba_mixer_params(const Model& m);
 // The same in floating point, for bounds checks before any 64-bit product.
 double approx_params(const Model& m);
 // Parameter counts past this are refused at load time, so that bytes of model

@@ -90,6 +90,15 @@ std::string builtin_gpu_names() {
   return s;
 }
 
+void refuse_unplanned(const Model& m, const std::string& field) {
+  if (m.hybrid())
+    throw SpecError(field, 0, "",
+                    "'" + SpecError::printable(m.name, 80) + "' is a Mamba-2 hybrid (hybrid_override_pattern " +
+                        SpecError::printable(m.hybrid_pattern, 60) + "): its parameters are counted (paraplan models --model), but "
+                        "the Mamba-2 mixers' activations, state-space scan and conv kernels are not modelled yet, so its memory "
+                        "and time cannot be predicted; expected a transformer");
+}
+
 Model resolve_model(const std::string& name_or_path, const std::string& field) {
   if (file_exists(name_or_path)) return load_model_file(name_or_path);
   if (const EmbeddedFile* f = find_builtin_model(name_or_path)) {
@@ -189,9 +198,16 @@ std::string render_model(const Model& m, Format f) {
     j["mla"] = {{"q_lora_rank", m.q_lora_rank},           {"kv_lora_rank", m.kv_lora_rank},
                 {"qk_nope_head_dim", m.qk_nope_head_dim}, {"qk_rope_head_dim", m.qk_rope_head_dim},
                 {"v_head_dim", m.v_head_dim}};
+  const auto blocks = [&](char ch) { return std::count(m.hybrid_pattern.begin(), m.hybrid_pattern.end(), ch); };
+  if (m.hybrid())
+    j["hybrid"] = {{"pattern", m.hybrid_pattern},       {"mamba_layers", blocks('M')},   {"attention_layers", blocks('*')},
+                   {"mlp_layers", blocks('-')},         {"mamba_heads", m.mamba_heads}, {"mamba_head_dim", m.mamba_head_dim},
+                   {"ssm_state_size", m.mamba_state},   {"n_groups", m.mamba_groups},   {"conv_kernel", m.mamba_conv_kernel},
+                   {"mamba_mixer_parameters", mamba_mixer_params(m)}};
   if (m.published_params) j["published_parameters"] = m.published_params;
-  // Every model read is plannable; mixtures of experts under Megatron-LM's profile (issue 16).
-  j["plannable"] = true;
+  // Every model read is plannable (mixtures of experts under Megatron-LM's profile, issue 16) but a Mamba-2
+  // hybrid, which is counted only (refuse_unplanned).
+  j["plannable"] = !m.hybrid();
   j["source"] = m.source;
   if (f == Format::kJson) return j.dump(2) + "\n";
   const auto b = [](std::int64_t n) { return fmt::format("{:.3f} B ({})", double(n) / 1e9, n); };
@@ -208,6 +224,11 @@ std::string render_model(const Model& m, Format f) {
   if (m.mla())
     o += fmt::format("  multi-latent attention: q_lora_rank {}, kv_lora_rank {}, qk {} + {} (rope), v {}\n", m.q_lora_rank,
                      m.kv_lora_rank, m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim);
+  if (m.hybrid())
+    o += fmt::format("  Mamba-2 hybrid: {} Mamba-2, {} attention and {} MLP blocks; Mamba-2 mixer of {} heads x {}, state {}, "
+                     "{} groups, conv {} ({} parameters each); counted only: its memory and time are not modelled yet\n",
+                     blocks('M'), blocks('*'), blocks('-'), m.mamba_heads, m.mamba_head_dim, m.mamba_state, m.mamba_groups,
+                     m.mamba_conv_kernel, mamba_mixer_params(m));
   if (m.mla())
     o += "  planned as Megatron-core runs it (framework megatron, layout fields ep and etp); validate's executors run dense "
          "models only\n";

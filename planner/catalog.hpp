@@ -63,6 +63,9 @@ std::string builtin_gpu_names();
 // file exists, else a built-in model of that name; else a SpecError naming
 // `field` and listing the built-in names.
 Model resolve_model(const std::string& name_or_path, const std::string& field);
+// Throws SpecError naming `field` when the model is read and counted but cannot be planned (a Mamba-2 hybrid):
+// every path that predicts memory or time calls it; `paraplan models --model` does not.
+void refuse_unplanned(const Model& m, const std::string& field);
 // The same for a cluster; names may be any `find_builtin_cluster` accepts.
 Cluster resolve_cluster(const std::string& name_or_path, const std::string& field);
 

@@ -76,6 +76,7 @@ bool tie_default(const HfReader& r, const std::string& type) {
   static constexpr Default kDefaults[] = {
       {"llama", false},       {"mistral", false}, {"mixtral", false},    {"qwen2", false},   {"qwen3", false},
       {"qwen3_moe", false},   {"deepseek_v3", false}, {"gemma", true},   {"gemma2", true},   {"gpt2", true},
+      {"nemotron_h", false},  // transformers@cfeb552e models/nemotron_h/configuration_nemotron_h.py: tie_word_embeddings=False
   };
   std::string known;
   for (const Default& d : kDefaults) {
@@ -125,6 +126,15 @@ Model model_from_hf_json(const std::string& text, const std::string& file) {
                                "one of them or a dense decoder");
   }
   const bool gpt2 = type == "gpt2";
+  // Mamba-2 hybrids: NemotronH (transformers models/nemotron_h/configuration_nemotron_h.py at cfeb552e, and the
+  // remote-code configs of nvidia/Nemotron-H-*: hybrid_override_pattern with '-' for an MLP block).
+  const bool nemotron_h = type == "nemotron_h";
+  if (!nemotron_h)
+    for (const char* k : {"hybrid_override_pattern", "layers_block_type", "mamba_num_heads", "ssm_state_size", "mamba_d_state",
+                          "attn_layer_period", "mamba_expand"})
+      if (j.contains(k) && !j[k].is_null())
+        r.fail(k, "Mamba / state-space hybrid layers ('" + type + "', " + k +
+                      ") are read for nemotron_h only (its Mamba-2 mixer); expected model_type nemotron_h or a transformer");
   Model m;
   m.name = r.get_string("_name_or_path", "");
   if (m.name.empty()) {
@@ -134,24 +144,68 @@ Model model_from_hf_json(const std::string& text, const std::string& file) {
   }
   if (m.name.empty()) m.name = "hf-model";
   m.source = "HuggingFace config.json: " + file;
-  m.num_layers = r.get_int({"num_hidden_layers", "n_layer"}, 0, true, kMaxLayers);
+  if (nemotron_h) {
+    // The layer pattern: hybrid_override_pattern (M, *, -, E) or layers_block_type (mamba, attention, moe);
+    // num_hidden_layers is its length (configuration_nemotron_h.py num_hidden_layers property).
+    if (const json* p = r.find({"hybrid_override_pattern"}); p && p->is_string()) {
+      m.hybrid_pattern = p->get<std::string>();
+    } else if (const json* l = r.find({"layers_block_type"}); l && l->is_array()) {
+      for (const json& e : *l) {
+        const std::string t = e.is_string() ? e.get<std::string>() : "";
+        if (t == "mamba") m.hybrid_pattern += 'M';
+        else if (t == "attention") m.hybrid_pattern += '*';
+        else if (t == "mlp") m.hybrid_pattern += '-';
+        else if (t == "moe") m.hybrid_pattern += 'E';
+        else r.fail("layers_block_type", "expected mamba, attention, mlp or moe, got " + e.dump());
+      }
+    } else {
+      r.fail("hybrid_override_pattern", "missing: a nemotron_h config names its layers (or layers_block_type)");
+    }
+    if (m.hybrid_pattern.empty() || m.hybrid_pattern.size() > std::size_t(kMaxLayers) ||
+        m.hybrid_pattern.find_first_not_of("M*-E") != std::string::npos)
+      r.fail("hybrid_override_pattern", "expected 1 to " + std::to_string(kMaxLayers) + " of M (Mamba-2), * (attention), "
+                                        "- (MLP), E (experts), got \"" + SpecError::printable(m.hybrid_pattern, 80) + "\"");
+    if (m.hybrid_pattern.find('E') != std::string::npos)
+      r.fail("hybrid_override_pattern", "E (mixture-of-experts blocks, Nemotron-3) is not read yet; expected M, * and -");
+    if (const json* n = r.find({"num_hidden_layers"}); n && n->is_number_integer() && n->get<long long>() != long(m.hybrid_pattern.size()))
+      r.fail("num_hidden_layers", "is " + n->dump() + " but hybrid_override_pattern has " +
+                                      std::to_string(m.hybrid_pattern.size()) + " layers");
+    m.mamba_heads = r.get_int({"mamba_num_heads"}, 128, false, kMaxWidth);
+    m.mamba_head_dim = r.get_int({"mamba_head_dim"}, 64, false, kMaxWidth);
+    m.mamba_state = r.get_int({"ssm_state_size", "mamba_d_state"}, 128, false, kMaxWidth);
+    m.mamba_groups = r.get_int({"n_groups", "mamba_n_groups"}, 8, false, kMaxHeads);
+    m.mamba_conv_kernel = r.get_int({"conv_kernel", "mamba_d_conv"}, 4, false, 64);
+    m.mamba_conv_bias = r.get_bool(j.contains("use_conv_bias") ? "use_conv_bias" : "mamba_conv_bias", true);
+    m.mamba_proj_bias = r.get_bool(j.contains("mamba_proj_bias") ? "mamba_proj_bias" : "use_bias", false);
+    if (std::int64_t(m.mamba_heads) * m.mamba_head_dim > kMaxWidth)
+      r.fail("mamba_num_heads", "mamba_num_heads x mamba_head_dim is " +
+                                    std::to_string(std::int64_t(m.mamba_heads) * m.mamba_head_dim) + "; expected at most " +
+                                    std::to_string(kMaxWidth));
+    if (std::int64_t(m.mamba_groups) * m.mamba_state > kMaxWidth)
+      r.fail("ssm_state_size", "n_groups x ssm_state_size is too large; expected at most " + std::to_string(kMaxWidth));
+    if (m.mamba_heads % m.mamba_groups)
+      r.fail("n_groups", "expected a divisor of mamba_num_heads " + std::to_string(m.mamba_heads));
+  }
+  m.num_layers = nemotron_h ? int(m.hybrid_pattern.size()) : r.get_int({"num_hidden_layers", "n_layer"}, 0, true, kMaxLayers);
   m.hidden_size = r.get_int({"hidden_size", "n_embd"}, 0, true, kMaxWidth);
   m.num_attention_heads = r.get_int({"num_attention_heads", "n_head"}, 0, true, kMaxHeads);
   m.num_kv_heads = r.get_int({"num_key_value_heads"}, m.num_attention_heads, false, kMaxHeads);
   if (m.num_attention_heads % m.num_kv_heads)
     r.fail("num_key_value_heads", "expected a divisor of num_attention_heads " +
                                       std::to_string(m.num_attention_heads));
-  if (!j.contains("head_dim") && m.hidden_size % m.num_attention_heads)
+  const char* head_dim_key = nemotron_h && j.contains("attention_head_dim") ? "attention_head_dim" : "head_dim";
+  if (!j.contains(head_dim_key) && m.hidden_size % m.num_attention_heads)
     r.fail("hidden_size", "expected a multiple of num_attention_heads " +
                               std::to_string(m.num_attention_heads));
-  m.head_dim = r.get_int({"head_dim"}, m.hidden_size / m.num_attention_heads, false,
+  m.head_dim = r.get_int({head_dim_key}, m.hidden_size / m.num_attention_heads, false,
                          kMaxWidth / m.num_attention_heads);
   m.ffn_hidden_size =
       r.get_int({"intermediate_size", "n_inner"}, 4 * m.hidden_size, !gpt2, kMaxWidth);
   m.vocab_size = r.get_int({"vocab_size"}, 0, true, kMaxVocab);
 
   const std::string act = r.get_string(j.contains("activation_function") ? "activation_function"
-                                                                         : "hidden_act",
+                                       : nemotron_h && j.contains("mlp_hidden_act") ? "mlp_hidden_act"
+                                                                                    : "hidden_act",
                                        gpt2 ? "gelu_new" : "silu");
   // Gemma's MLP is gated whatever its activation: gelu_pytorch_tanh(gate) * up
   // (transformers models/gemma2/modeling_gemma2.py Gemma2MLP).
@@ -159,7 +213,7 @@ Model model_from_hf_json(const std::string& text, const std::string& file) {
   // Nemotron: squared ReLU in a plain MLP, down_proj(act_fn(up_proj(x))) (transformers@694aaa7f
   // models/nemotron/modeling_nemotron.py NemotronMLP); relu2 elsewhere may be gated, so it is read for
   // nemotron only.
-  const bool nemotron = type == "nemotron";
+  const bool nemotron = type == "nemotron" || nemotron_h;
   if (act == "silu" || act == "swish") m.activation = Activation::kSwiglu;  // gated SiLU MLP
   else if (act.rfind("gelu", 0) == 0) m.activation = gemma ? Activation::kGeglu : Activation::kGelu;
   else if (act == "relu2" && nemotron) m.activation = Activation::kRelu2;
@@ -185,7 +239,8 @@ Model model_from_hf_json(const std::string& text, const std::string& file) {
     m.caveats.push_back(fmt::format("sliding_window {}: attention is costed over the whole sequence (flash attention's "
                                     "memory does not depend on the window; its time would fall with it)", v->dump()));
 
-  if (j.contains("rms_norm_eps")) m.normalization = Normalization::kRmsNorm;
+  // NemotronH normalises with RMSNorm whatever its epsilon key (modeling_nemotron_h.py NemotronHRMSNorm).
+  if (j.contains("rms_norm_eps") || nemotron_h) m.normalization = Normalization::kRmsNorm;
   // Nemotron's norm_eps is its LayerNorm1P's: a LayerNorm with weight and bias, applied with weight + 1
   // (modeling_nemotron.py NemotronLayerNorm1P).
   else if (j.contains("layer_norm_epsilon") || j.contains("layer_norm_eps") || gpt2 || (nemotron && j.contains("norm_eps")))

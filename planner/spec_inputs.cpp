@@ -79,6 +79,7 @@ ResolvedSpec resolve_spec(const SpecInputs& in) {
                       "expected a SPEC file, or --model, --gpus and --gpu (missing:" + missing +
                           "); e.g. --model llama-3.1-70b --gpus 64 --gpu h100 (paraplan models, paraplan gpus list the names)");
     s.model = resolve_model(in.model, "--model");
+    refuse_unplanned(s.model, "--model");
     s.cluster = resolve_cluster(in.gpu, "--gpu");
     s.num_nodes = 1;
     s.training = default_training(s.model);
@@ -87,6 +88,7 @@ ResolvedSpec resolve_spec(const SpecInputs& in) {
     s = load_spec_file(in.spec);
     if (!in.model.empty()) {
       s.model = resolve_model(in.model, "--model");
+      refuse_unplanned(s.model, "--model");
     }
     if (!in.gpu.empty()) s.cluster = resolve_cluster(in.gpu, "--gpu");
   }

@@ -501,6 +501,12 @@ Spec load_spec_text(const std::string& text, const std::string& path) {
                      "layout"});
   Spec s;
   s.model = load_part<Model>(r, "model", path, load_model_file, model_from_yaml, builtin_model, builtin_model_names());
+  if (s.model.hybrid())
+    try {
+      refuse_unplanned(s.model, "model");
+    } catch (const SpecError& e) {
+      throw SpecError(path, r.line("model"), "model", e.what());
+    }
   s.cluster = load_part<Cluster>(r, "cluster", path, load_cluster_file, cluster_from_yaml, builtin_cluster,
                                  builtin_gpu_names());
   s.num_nodes = capped(r, "num_nodes", r.get_int("num_nodes", 1), kMaxGpus / s.cluster.gpus_per_node);

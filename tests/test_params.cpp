@@ -3,6 +3,8 @@
 
 #include "costmodel/activations.hpp"
 #include "costmodel/model.hpp"
+#include "planner/catalog.hpp"
+#include "planner/spec_error.hpp"
 #include "planner/spec_loader.hpp"
 #include "planner/yaml_reader.hpp"
 #include "test_helpers.hpp"
@@ -231,5 +233,52 @@ TEST_CASE("HF configs: tie_word_embeddings defaults per model type, multimodal t
   } catch (const SpecError& e) {
     CHECK(e.field() == "vocab_size");
     CHECK(std::string(e.what()).find("given twice") != std::string::npos);
+  }
+}
+
+TEST_CASE("Nemotron-H-8B, a Mamba-2 hybrid: counted from its hybrid_override_pattern, and refused for planning with the reason",
+          "[params][hf]") {
+  // tests/data/hf/nemotron-h-8b/config.json: 24 M (Mamba-2), 4 * (attention), 24 - (squared-ReLU MLP) blocks.
+  // By hand, as transformers' NemotronH builds them (modeling_nemotron_h.py):
+  //   Mamba-2 mixer: d_inner = 128 heads x 64 = 8192, conv_dim = 8192 + 2 x 8 groups x 128 state = 10,240;
+  //   in_proj 4096 x (8192 + 10,240 + 128) = 76,021,760; conv1d 10,240 x 4 + bias 10,240 = 51,200;
+  //   dt_bias, A_log, D 3 x 128 = 384; gated RMSNorm 8192; out_proj 8192 x 4096 = 33,554,432: 109,635,968;
+  //   + the block's RMSNorm 4096 = 109,640,064, x 24 = 2,631,361,536.
+  //   attention: q 4096 x 4096 + k, v 2 x 4096 x 1024 + o 4096 x 4096 = 41,943,040 + 4096 = 41,947,136, x 4 = 167,788,544.
+  //   MLP (not gated): up 4096 x 21,504 + down 21,504 x 4096 = 176,160,768 + 4096 = 176,164,864, x 24 = 4,227,956,736.
+  //   embedding and output (untied) 2 x 131,072 x 4096 = 1,073,741,824; final norm 4096.
+  //   Total 8,100,852,736: about 8.1 B, as NVIDIA names it (not the 17.0 B transformer it was read as).
+  const Model m = load_model_file(test::repo("tests/data/hf/nemotron-h-8b/config.json"));
+  CHECK(m.hybrid());
+  CHECK(m.num_layers == 52);
+  CHECK(m.activation == Activation::kRelu2);
+  CHECK(m.normalization == Normalization::kRmsNorm);
+  CHECK(mamba_mixer_params(m) == 109'635'968LL);
+  CHECK(total_params(m) == 8'100'852'736LL);
+  // Planning refuses it, naming what is missing.
+  try {
+    refuse_unplanned(m, "--model");
+    FAIL("a Mamba-2 hybrid was planned");
+  } catch (const SpecError& e) {
+    CHECK(std::string(e.what()).find("Mamba-2 mixers' activations, state-space scan and conv kernels are not modelled") !=
+          std::string::npos);
+  }
+  // Another model type with Mamba keys (Jamba's attn_layer_period) is refused, not read as a transformer.
+  try {
+    model_from_hf_json(R"({"model_type": "jamba", "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+      "num_hidden_layers": 2, "vocab_size": 100, "rms_norm_eps": 1e-5, "attn_layer_period": 8, "tie_word_embeddings": false})",
+                       "jamba.json");
+    FAIL("a Jamba config was read");
+  } catch (const SpecError& e) {
+    CHECK(e.field() == "attn_layer_period");
+  }
+  // A pattern whose length disagrees with num_hidden_layers is refused.
+  try {
+    model_from_hf_json(R"({"model_type": "nemotron_h", "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+      "num_hidden_layers": 3, "vocab_size": 100, "hybrid_override_pattern": "M*", "mamba_num_heads": 4, "mamba_head_dim": 32,
+      "n_groups": 2, "ssm_state_size": 16, "mlp_hidden_act": "relu2"})", "h.json");
+    FAIL("a 2-layer pattern with num_hidden_layers 3 was read");
+  } catch (const SpecError& e) {
+    CHECK(e.field() == "num_hidden_layers");
   }
 }
