@@ -263,9 +263,9 @@ TEST_CASE("Nemotron-H-8B, a Mamba-2 hybrid: counted from its hybrid_override_pat
     CHECK(std::string(e.what()).find("Mamba-2 mixers' activations, state-space scan and conv kernels are not modelled") !=
           std::string::npos);
   }
-  // Another model type with Mamba keys (Jamba's attn_layer_period) is refused, not read as a transformer.
+  // Another model type with Mamba keys is refused, not read as a transformer.
   try {
-    model_from_hf_json(R"({"model_type": "jamba", "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+    model_from_hf_json(R"({"model_type": "hybrid_thing", "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
       "num_hidden_layers": 2, "vocab_size": 100, "rms_norm_eps": 1e-5, "attn_layer_period": 8, "tie_word_embeddings": false})",
                        "jamba.json");
     FAIL("a Jamba config was read");
@@ -280,5 +280,22 @@ TEST_CASE("Nemotron-H-8B, a Mamba-2 hybrid: counted from its hybrid_override_pat
     FAIL("a 2-layer pattern with num_hidden_layers 3 was read");
   } catch (const SpecError& e) {
     CHECK(e.field() == "num_hidden_layers");
+  }
+}
+
+TEST_CASE("Families not read yet are refused naming what is missing (GPT-OSS, GLM-4.5, Llama-4, Kimi-K2, Jamba)", "[params][hf]") {
+  const std::pair<const char*, const char*> cases[] = {
+      {"gpt_oss", "attention sinks"},      {"glm4_moe", "partial rotary"},          {"llama4_text", "chunked attention"},
+      {"llama4", "interleaved MoE layers"}, {"kimi_k2", "give model_type deepseek_v3"}, {"jamba", "Mamba (v1) layers"},
+  };
+  for (const auto& [type, what] : cases) {
+    INFO(type);
+    try {
+      model_from_hf_json(std::string(R"({"model_type": ")") + type + R"(", "hidden_size": 64, "num_hidden_layers": 2})", "c.json");
+      FAIL("read");
+    } catch (const SpecError& e) {
+      CHECK(e.field() == "model_type");
+      CHECK(std::string(e.what()).find(what) != std::string::npos);
+    }
   }
 }
