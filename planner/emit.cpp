@@ -129,7 +129,9 @@ Emitted emit_launch(EmitTarget t, const Spec& s, const Layout& l) {
     if (l.zero == 1) o += " --use-distributed-optimizer";
     // Megatron-FSDP (megatron/core/distributed/distributed_data_parallel_config.py:90; arguments.py:3190).
     if (l.zero >= 2)
-      o += std::string(" --use-megatron-fsdp --use-distributed-optimizer --data-parallel-sharding-strategy ") + (l.zero == 2 ? "optim_grads" : "optim_grads_params");
+      // Megatron-FSDP asserts the fsdp_dtensor checkpoint format (arguments.py:1169-1170 at d98e8a64).
+      o += std::string(" --use-megatron-fsdp --use-distributed-optimizer --data-parallel-sharding-strategy ") +
+           (l.zero == 2 ? "optim_grads" : "optim_grads_params") + " --ckpt-format fsdp_dtensor";
     o += recompute_flags(l);
     o += fmt::format(" --micro-batch-size {} --global-batch-size {} --seq-length {}", l.mbs, tr.global_batch_size,
                      tr.seq_length);
@@ -153,21 +155,15 @@ Emitted emit_launch(EmitTarget t, const Spec& s, const Layout& l) {
     if (tr.deterministic && !tr.cross_entropy_fusion && !(tr.tp_comm_overlap && l.sp)) o += " --deterministic-mode";
     e.text = o + "\n";
     e.notes.push_back(fmt::format("launch on {} GPUs: Megatron-LM derives dp = GPUs / (tp x pp x cp) = {}", gpus, l.dp));
-    // NVIDIA/Megatron-LM@d98e8a64 megatron/training/arguments.py:1453-1477: with tp or cp > 1 on GPUs before
-    // Blackwell (compute capability < 10) Megatron asserts CUDA_DEVICE_MAX_CONNECTIONS=1, except beside
-    // Megatron-FSDP (or EP overlap), where it only warns that FSDP wants more connections.
-    if (l.tp > 1 || l.cp > 1) {
-      if (l.zero >= 2)
-        e.notes.push_back("environment: Megatron-FSDP with tp/cp > 1: Megatron-LM warns that sequence parallelism wants "
-                          "CUDA_DEVICE_MAX_CONNECTIONS=1 and FSDP wants it unset (arguments.py:1456-1464); before "
-                          "Blackwell pick one");
-      else
-        e.notes.push_back("environment: export CUDA_DEVICE_MAX_CONNECTIONS=1 (Megatron-LM asserts it with tp or cp > 1 "
-                          "on GPUs before Blackwell, arguments.py:1475-1478)");
-    } else if (l.zero >= 2) {
-      e.notes.push_back("environment: leave CUDA_DEVICE_MAX_CONNECTIONS unset (Megatron-FSDP overlaps its collectives on "
-                        "several connections; arguments.py:1456-1464)");
-    }
+    // NVIDIA/Megatron-LM@d98e8a64 megatron/training/arguments.py: Megatron-FSDP asserts CUDA_DEVICE_MAX_CONNECTIONS
+    // != 1 (:1166-1167); otherwise, with tp or cp > 1 on GPUs before Blackwell (compute capability < 10), it
+    // asserts == 1 (:1453-1478; EP overlap only warns).
+    if (l.zero >= 2)
+      e.notes.push_back("environment: leave CUDA_DEVICE_MAX_CONNECTIONS unset or above 1 (Megatron-FSDP asserts it, "
+                        "arguments.py:1166-1167; with tp/cp > 1 it warns that those prefer 1, :1456-1464)");
+    else if (l.tp > 1 || l.cp > 1)
+      e.notes.push_back("environment: export CUDA_DEVICE_MAX_CONNECTIONS=1 (Megatron-LM asserts it with tp or cp > 1 "
+                        "on GPUs before Blackwell, arguments.py:1475-1478)");
     return e;
   }
   if (t == EmitTarget::kDeepSpeed) {

@@ -63,6 +63,14 @@ TEST_CASE("emit megatron: the flags read back through --megatron-args to the sam
   CHECK(z3.out.find("--use-megatron-fsdp --use-distributed-optimizer --data-parallel-sharding-strategy optim_grads_params") !=
         std::string::npos);
   CHECK(z3.err.find("dp = GPUs / (tp x pp x cp) = 8") != std::string::npos);
+  // Megatron-FSDP's own asserts (arguments.py:1166-1170): the fsdp_dtensor checkpoint format, and
+  // CUDA_DEVICE_MAX_CONNECTIONS not 1 (tp 8 here, which without FSDP would need it 1).
+  CHECK(z3.out.find("optim_grads_params --ckpt-format fsdp_dtensor") != std::string::npos);
+  CHECK(z3.err.find("leave CUDA_DEVICE_MAX_CONNECTIONS unset or above 1") != std::string::npos);
+  // The line reads back to the same layout.
+  const std::string z3_flags = z3.out.substr(0, z3.out.find('\n'));
+  CHECK(checked_layout(run_paraplan({"check", k70b, "--megatron-args", z3_flags, "--format", "json"}, dir.path())).find("zero=3") !=
+        std::string::npos);
 }
 
 TEST_CASE("emit megatron: a rank one layer short under interleaving is Megatron's account-for flags (issue 14)",
