@@ -822,9 +822,11 @@ Draft from_deepspeed(const std::string& path, Spec* spec, std::vector<std::strin
                                              "communication_data_type", "tensor_parallel", "optimizer",
                                              "activation_checkpointing", "pipeline", "sparse_gradients",
                                              "disable_allgather", "sequence_parallel_size"};
-  for (const auto& [k, v] : j.items())
+  for (const auto& item : j.items()) {
+    const std::string& k = item.key();  // a name (clang 14 cannot capture a structured binding)
     if (std::find_if(std::begin(kReadTop), std::end(kReadTop), [&](const char* r) { return k == r; }) == std::end(kReadTop))
-      walk_ds_top_key(path, k, v, ignored);
+      walk_ds_top_key(path, k, item.value(), ignored);
+  }
   // deepspeed/runtime/config.py: sparse_gradients, disable_allgather (booleans), sequence_parallel_size (Ulysses).
   for (const char* k : {"sparse_gradients", "disable_allgather"}) {
     auto it = j.find(k);
@@ -887,9 +889,11 @@ Draft from_deepspeed(const std::string& path, Spec* spec, std::vector<std::strin
         "prefetch_bucket_size", "stage3_prefetch_bucket_size", "max_live_parameters", "stage3_max_live_parameters",
         "max_reuse_distance", "stage3_max_reuse_distance", "param_persistence_threshold",
         "stage3_param_persistence_threshold"};
-    for (const auto& [k, v] : z->items())
+    for (const auto& item : z->items()) {
+      const std::string& k = item.key();
       if (std::find_if(std::begin(kReadZero), std::end(kReadZero), [&](const char* r) { return k == r; }) == std::end(kReadZero))
-        walk_ds_zero_key(path, k, v, ignored);
+        walk_ds_zero_key(path, k, item.value(), ignored);
+    }
     // ZeRO-3's gather (Profile::gathered_by_prefetch_bucket), each under its name or its stage3_ alias
     // (populate_by_name, runtime/config_utils.py:105): a count of elements, or "auto" (the HF Trainer's
     // hidden_size² x 0.9 for the prefetch, deepspeed.py trainer_config_finalize; the default for the rest).
