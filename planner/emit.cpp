@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "planner/layout_source.hpp"
 #include "planner/spec_error.hpp"
 
 namespace paraplan {
@@ -124,6 +125,8 @@ Emitted emit_launch(EmitTarget t, const Spec& s, const Layout& l) {
       o += tr.moe_dispatcher == Training::MoeDispatcher::kAllGather ? " --moe-token-dispatcher-type allgather"
                                                                     : " --moe-token-dispatcher-type alltoall";
       if (tr.moe_ep_overlap) o += " --overlap-moe-expert-parallel-comm";
+      // Megatron's default makes every layer MoE (arguments.py:3520): the model's dense layers said.
+      if (const std::string f = megatron_moe_layer_freq(s.model); f != "1") o += " --moe-layer-freq " + f;
     }
     if (l.sp) o += " --sequence-parallel";
     if (l.zero == 1) o += " --use-distributed-optimizer";

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cstring>
 #include <iterator>
@@ -93,7 +94,7 @@ constexpr const char* kReadMegatronFlags[] = {
     "--data-parallel-sharding-strategy", "--attention-dropout", "--hidden-dropout",
     "--moe-token-dispatcher-type", "--overlap-moe-expert-parallel-comm", "--kv-channels", "--optimizer",
     "--ddp-bucket-size", "--max-position-embeddings", "--num-layers-at-start-in-bf16", "--num-layers-at-end-in-bf16",
-    "--first-last-layers-bf16"};
+    "--first-last-layers-bf16", "--moe-layer-freq"};
 
 bool is_read_flag(const std::string& f) {
   for (const char* k : kReadMegatronFlags)
@@ -185,6 +186,79 @@ constexpr MegatronRefused kMegatronRefused[] = {
     {"--multi-latent-attention", nullptr, "is given but the model has no multi-latent attention (q_lora_rank / kv_lora_rank)"},
 };
 
+// Megatron's --moe-layer-freq (arguments.py:327-345 moe_freq_type; gpt_layer_specs.py:647-656): an integer N
+// (layer i is MoE when i % N == 0) or a Python list expression of 0s and 1s joined by + and repeated by *, e.g.
+// "([0]*3+[1]*58)". Returns the per-layer pattern, or "" when the text is neither (the caller fails).
+class FreqParser {
+ public:
+  explicit FreqParser(const std::string& s) : s_(s) {}
+  bool parse(std::vector<int>* out) {
+    if (!sum(out)) return false;
+    skip();
+    return i_ == s_.size();
+  }
+
+ private:
+  void skip() {
+    while (i_ < s_.size() && s_[i_] == ' ') ++i_;
+  }
+  bool number(long* n) {
+    skip();
+    const size_t b = i_;
+    while (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_])) && i_ - b < 7) ++i_;
+    if (i_ == b) return false;
+    *n = std::stol(s_.substr(b, i_ - b));
+    return true;
+  }
+  bool atom(std::vector<int>* out) {
+    skip();
+    if (i_ < s_.size() && s_[i_] == '(') {
+      ++i_;
+      if (!sum(out)) return false;
+      skip();
+      return i_ < s_.size() && s_[i_++] == ')';
+    }
+    if (i_ >= s_.size() || s_[i_] != '[') return false;
+    ++i_;
+    for (;;) {
+      long v = 0;
+      if (!number(&v) || (v != 0 && v != 1)) return false;
+      out->push_back(int(v));
+      skip();
+      if (i_ < s_.size() && s_[i_] == ',') { ++i_; continue; }
+      return i_ < s_.size() && s_[i_++] == ']';
+    }
+  }
+  bool term(std::vector<int>* out) {
+    std::vector<int> a;
+    if (!atom(&a)) return false;
+    skip();
+    while (i_ < s_.size() && s_[i_] == '*') {
+      ++i_;
+      long n = 0;
+      if (!number(&n) || a.size() * size_t(n) > size_t(kMaxLayers)) return false;
+      std::vector<int> r;
+      for (long k = 0; k < n; ++k) r.insert(r.end(), a.begin(), a.end());
+      a = std::move(r);
+      skip();
+    }
+    out->insert(out->end(), a.begin(), a.end());
+    return out->size() <= size_t(kMaxLayers);
+  }
+  bool sum(std::vector<int>* out) {
+    if (!term(out)) return false;
+    skip();
+    while (i_ < s_.size() && s_[i_] == '+') {
+      ++i_;
+      if (!term(out)) return false;
+      skip();
+    }
+    return true;
+  }
+  const std::string& s_;
+  size_t i_ = 0;
+};
+
 const MegatronRefused* megatron_refused(const std::string& flag) {
   for (const MegatronRefused& r : kMegatronRefused)
     if (flag == r.flag) return &r;
@@ -259,6 +333,7 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
   bool megatron_fsdp = false, local_impl = false, attention_given = false;
   bool attention_dropout_given = false, hidden_dropout_given = false;
   std::string fp8_bf16_layers_flag;  // --num-layers-at-start/end-in-bf16, --first-last-layers-bf16
+  std::string moe_freq = "1";        // --moe-layer-freq; Megatron's default 1: every layer MoE (arguments.py:3520)
   // Megatron's default dispatcher at d98e8a64 is allgather (transformer_config.py:891).
   if (spec->model.is_moe()) spec->training.moe_dispatcher = Training::MoeDispatcher::kAllGather;
   int fsdp_zero = 3;  // --data-parallel-sharding-strategy's default optim_grads_params (arguments.py:3190)
@@ -311,7 +386,8 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
         (flag == "--expert-tensor-parallel-size" || flag == "--moe-router-topk" || flag == "--moe-ffn-hidden-size" ||
          flag == "--moe-grouped-gemm" || flag == "--moe-router-force-load-balancing" ||
          flag == "--moe-expert-capacity-factor" || flag == "--moe-pad-expert-input-to-capacity" ||
-         flag == "--moe-token-dispatcher-type" || flag == "--overlap-moe-expert-parallel-comm")) {
+         flag == "--moe-token-dispatcher-type" || flag == "--overlap-moe-expert-parallel-comm" ||
+         flag == "--moe-layer-freq")) {
       // Megatron reads these only for a mixture of experts (arguments.py:587-588, 1650-1652).
       if (ignored) ignored->push_back(flag + " (the model has no experts)");
       continue;
@@ -506,6 +582,7 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
     } else if (flag == "--moe-pad-expert-input-to-capacity") spec->training.moe_pad_to_capacity = true;
     else if (flag == "--moe-grouped-gemm") spec->training.moe_grouped_gemm = true;
     else if (flag == "--kv-channels") model_must_match(spec->model.head_dim, "head_dim");
+    else if (flag == "--moe-layer-freq") moe_freq = val();
     else if (flag == "--max-position-embeddings") {
       // The learned position table's rows (language_model_embedding.py); with rope it only bounds the sequence.
       const int v = to_pos_int(src, flag, val(), 1);
@@ -553,6 +630,28 @@ Draft from_megatron(const std::string& text, Spec* spec, std::vector<std::string
     // Every other Megatron flag does not change the memory layout: ignored.
   }
   if (local_impl && !attention_given) spec->training.flash_attention = false;
+  if (spec->model.is_moe()) {
+    // The MoE layers Megatron builds must be the model's (gpt_layer_specs.py:647-656).
+    std::vector<int> pattern;
+    const Model& m = spec->model;
+    if (!moe_freq.empty() && std::all_of(moe_freq.begin(), moe_freq.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); })) {
+      const int n = capped_int(src, "--moe-layer-freq", moe_freq, kMaxLayers);
+      for (int i = 0; i < m.num_layers; ++i) pattern.push_back(i % n == 0);
+    } else if (!FreqParser(moe_freq).parse(&pattern)) {
+      fail(src, "--moe-layer-freq", "expected an integer or a list expression of 0s and 1s such as ([0]*3+[1]*58), got '" +
+                                        SpecError::printable(moe_freq, 80) + "'");
+    }
+    if (int(pattern.size()) != m.num_layers)
+      fail(src, "--moe-layer-freq", "gives " + std::to_string(pattern.size()) + " layers but the model has " +
+                                        std::to_string(m.num_layers) + " (gpt_layer_specs.py:651-655 asserts the length)");
+    for (int i = 0; i < m.num_layers; ++i)
+      if (bool(pattern[i]) != m.is_moe_layer(i))
+        fail(src, "--moe-layer-freq",
+             std::string(moe_freq == "1" ? "absent, so Megatron makes every layer MoE (default 1, arguments.py:3520), "
+                                         : "'" + SpecError::printable(moe_freq, 60) + "' ") +
+                 "but the model's layer " + std::to_string(i) + " is " + (m.is_moe_layer(i) ? "MoE" : "dense") +
+                 "; expected --moe-layer-freq " + megatron_moe_layer_freq(m));
+  }
   if (!fp8_bf16_layers_flag.empty()) {
     if (spec->training.fp8)
       fail(src, fp8_bf16_layers_flag, "layers kept in bf16 under FP8 are not modelled (every layer's GEMMs are priced in FP8)");
@@ -1137,6 +1236,22 @@ Layout layout_from_sources(Spec* spec, const std::string& spec_file, const Layou
   if (auto p = resolve_layout(*spec, &l, /*check_tp_span=*/false))
     fail(spec_file, "layout." + p->field, p->message);
   return l;
+}
+
+std::string megatron_moe_layer_freq(const Model& m) {
+  std::string o;
+  int run = 0, n = 0;
+  bool all = true;
+  for (int i = 0; i <= m.num_layers; ++i) {
+    const int v = i < m.num_layers ? int(m.is_moe_layer(i)) : -1;
+    if (i < m.num_layers) all = all && v == 1;
+    if (i > 0 && v != run) {
+      o += fmt::format("{}[{}]*{}", o.empty() ? "" : "+", run, n);
+      n = 0;
+    }
+    run = v, ++n;
+  }
+  return all ? std::string("1") : fmt::format("({})", o);
 }
 
 }  // namespace paraplan

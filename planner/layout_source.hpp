@@ -28,4 +28,8 @@ struct LayoutRequest {
 // against the spec. Throws SpecError naming the source and the field.
 Layout layout_from_sources(Spec* spec, const std::string& spec_file, const LayoutRequest& req);
 
+// Megatron-LM's --moe-layer-freq for the model's MoE layers: "1" when every layer is MoE, else the run-length
+// list expression Megatron evaluates, e.g. "([0]*3+[1]*58)" (arguments.py:327-345).
+std::string megatron_moe_layer_freq(const Model& m);
+
 }  // namespace paraplan

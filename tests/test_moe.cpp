@@ -331,7 +331,8 @@ TEST_CASE("DeepSeek-V3's published layout from Megatron arguments: per-stage mem
        "15360", "--formulas", "--megatron-args",
        "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 16 --expert-model-parallel-size 64 "
        "--use-distributed-optimizer --decoder-last-pipeline-num-layers 1 --micro-batch-size 1 --recompute-activations "
-       "--num-experts 256 --moe-router-topk 8 --moe-ffn-hidden-size 2048 --bf16 --moe-token-dispatcher-type alltoall"},
+       "--num-experts 256 --moe-router-topk 8 --moe-ffn-hidden-size 2048 --bf16 --moe-token-dispatcher-type alltoall "
+       "--moe-layer-freq ([0]*3+[1]*58)"},
       dir.path());
   INFO(r.err);
   CHECK((r.code == 0 || r.code == 1));  // 1: it does not fit under Megatron's 1F1B in bf16 (explained)
@@ -762,7 +763,7 @@ TEST_CASE("Megatron arguments: --mtp-num-layers trains the model's MTP modules, 
   TempDir dir;
   const std::string base = "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 16 --expert-model-parallel-size 64 "
                            "--use-distributed-optimizer --decoder-last-pipeline-num-layers 1 --micro-batch-size 1 "
-                           "--recompute-activations --bf16";
+                           "--recompute-activations --bf16 --moe-layer-freq ([0]*3+[1]*58)";
   auto explain = [&](const std::string& extra) {
     return run_paraplan({"explain", "--model", "deepseek-v3", "--gpus", "2048", "--gpu", "h800", "--seq-length", "4096",
                          "--global-batch-size", "15360", "--formulas", "--stage", "15", "--megatron-args", base + extra},
@@ -881,4 +882,31 @@ TEST_CASE("Megatron's MoE dispatchers: allgather by default, alltoall, flex refu
   const Result dense = run_paraplan({"check", "d.yaml", "--layout", "dp=8"}, dir.path());
   CHECK(dense.code == 2);
   CHECK(dense.err.find("training.moe_ep_overlap: the model has no experts") != std::string::npos);
+}
+
+TEST_CASE("Megatron's --moe-layer-freq must give the model's MoE layers: absent means every layer MoE", "[moe][cli][megatron]") {
+  TempDir dir;
+  // DeepSeek-V3: 3 dense layers, then 58 MoE (first_k_dense_replace 3). Megatron's default 1 makes all 61 MoE
+  // (arguments.py:3520; gpt_layer_specs.py:647-650), a different model.
+  const std::string line = "--pipeline-model-parallel-size 16 --expert-model-parallel-size 64 --decoder-last-pipeline-num-layers 1 "
+                           "--use-distributed-optimizer --moe-token-dispatcher-type alltoall";
+  auto check = [&](const std::string& extra) {
+    return run_paraplan({"check", "--model", "deepseek-v3", "--gpus", "2048", "--gpu", "h800", "--megatron-args", line + extra},
+                        dir.path());
+  };
+  const Result absent = check("");
+  CHECK(absent.code == 2);
+  CHECK(absent.err.find("absent, so Megatron makes every layer MoE") != std::string::npos);
+  CHECK(absent.err.find("expected --moe-layer-freq ([0]*3+[1]*58)") != std::string::npos);
+  CHECK(check(" --moe-layer-freq ([0]*3+[1]*58)").code <= 1);
+  CHECK(check(" --moe-layer-freq [0,0,0]+[1]*58").code <= 1);  // the same 61 layers written another way
+  const Result wrong = check(" --moe-layer-freq ([0]*2+[1]*59)");
+  CHECK(wrong.code == 2);
+  CHECK(wrong.err.find("the model's layer 2 is dense") != std::string::npos);
+  const Result len = check(" --moe-layer-freq ([0]*3+[1]*50)");
+  CHECK(len.code == 2);
+  CHECK(len.err.find("gives 53 layers but the model has 61") != std::string::npos);
+  const Result junk = check(" --moe-layer-freq [0,2]");
+  CHECK(junk.code == 2);
+  CHECK(junk.err.find("expected an integer or a list expression") != std::string::npos);
 }
