@@ -96,11 +96,15 @@ constexpr const char* kReadMegatronFlags[] = {
     "--ddp-bucket-size", "--max-position-embeddings", "--num-layers-at-start-in-bf16", "--num-layers-at-end-in-bf16",
     "--first-last-layers-bf16", "--moe-layer-freq"};
 
-bool is_read_flag(const std::string& f) {
-  for (const char* k : kReadMegatronFlags)
-    if (f == k) return true;
+// Whether `key` is one of a table's names (the flag and key tables below).
+template <std::size_t N>
+bool in_table(const char* const (&table)[N], const std::string& key) {
+  for (const char* k : table)
+    if (key == k) return true;
   return false;
 }
+
+bool is_read_flag(const std::string& f) { return in_table(kReadMegatronFlags, f); }
 
 bool is_megatron_flag(const std::string& f) {
   const auto* b = std::begin(kMegatronFlags);
@@ -923,8 +927,7 @@ Draft from_deepspeed(const std::string& path, Spec* spec, std::vector<std::strin
                                              "disable_allgather", "sequence_parallel_size"};
   for (const auto& item : j.items()) {
     const std::string& k = item.key();  // a name (clang 14 cannot capture a structured binding)
-    if (std::find_if(std::begin(kReadTop), std::end(kReadTop), [&](const char* r) { return k == r; }) == std::end(kReadTop))
-      walk_ds_top_key(path, k, item.value(), ignored);
+    if (!in_table(kReadTop, k)) walk_ds_top_key(path, k, item.value(), ignored);
   }
   // deepspeed/runtime/config.py: sparse_gradients, disable_allgather (booleans), sequence_parallel_size (Ulysses).
   for (const char* k : {"sparse_gradients", "disable_allgather"}) {
@@ -990,8 +993,7 @@ Draft from_deepspeed(const std::string& path, Spec* spec, std::vector<std::strin
         "stage3_param_persistence_threshold"};
     for (const auto& item : z->items()) {
       const std::string& k = item.key();
-      if (std::find_if(std::begin(kReadZero), std::end(kReadZero), [&](const char* r) { return k == r; }) == std::end(kReadZero))
-        walk_ds_zero_key(path, k, item.value(), ignored);
+      if (!in_table(kReadZero, k)) walk_ds_zero_key(path, k, item.value(), ignored);
     }
     // ZeRO-3's gather (Profile::gathered_by_prefetch_bucket), each under its name or its stage3_ alias
     // (populate_by_name, runtime/config_utils.py:105): a count of elements, or "auto" (the HF Trainer's
